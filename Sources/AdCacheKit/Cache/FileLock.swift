@@ -1,0 +1,76 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An advisory `flock` on a file, released on close. Not shared between threads.
+public final class FileLock {
+    public let path: String
+    private var fd: Int32 = -1
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    deinit { unlock() }
+
+    private func openFile() throws {
+        guard fd < 0 else { return }
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FileIO.writeError("cannot open lock file \(path)") }
+    }
+
+    /// Takes the lock if it is free; false when another process holds it.
+    public func tryLock() throws -> Bool {
+        try openFile()
+        while true {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK { return false }
+            throw AdCacheError.io("cannot lock \(path): \(FileIO.errnoText())")
+        }
+    }
+
+    /// Waits up to `timeout` seconds for the lock; false when it is still held then.
+    public func lock(timeout: Double) throws -> Bool {
+        let deadline = monotonicNow() + timeout
+        var pause: useconds_t = 1000
+        while true {
+            if try tryLock() { return true }
+            if monotonicNow() >= deadline { return false }
+            usleep(pause)
+            pause = min(pause * 2, 20_000)
+        }
+    }
+
+    public func unlock() {
+        guard fd >= 0 else { return }
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    /// Records our PID in the lock file (for "another fetch is running (pid N)").
+    public func writeOwner() {
+        guard fd >= 0 else { return }
+        let text = Array("\(getpid())\n".utf8)
+        ftruncate(fd, 0)
+        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// The PID the holder wrote, if any.
+    public func owner() -> Int32? {
+        guard let bytes = try? FileIO.read(path, limit: 64) else { return nil }
+        return Int32(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+/// Seconds on a clock that never jumps (for timeouts, not for dates).
+public func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+import Foundation

@@ -1,0 +1,267 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CCurl
+
+/// One attempt at one transfer: owns its `CURL *` easy handle, header list, error buffer and
+/// output file, and frees them in `deinit`. Not Sendable: the engine's thread drives it.
+final class EasyTransfer {
+    let handle: UnsafeMutableRawPointer
+    let request: TransferRequest
+    let index: Int
+    let attempt: Int
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+
+    var response = TransferResponse()
+    /// Set by a callback that aborts the transfer, so `finish` can say why.
+    private var failure: TransferError?
+    private var fd: Int32 = -1
+    private var hasher: SHA256Hasher?
+    private var resumeOffset: Int64 = 0
+    private var bodyStarted = false
+    private var writingBody = false
+    /// Bytes received in this attempt (all bodies), for the progress line.
+    private(set) var received: Int64 = 0
+
+    static func validatorPath(_ path: String) -> String { path + ".validator" }
+
+    init?(request: TransferRequest, index: Int, attempt: Int, settings: TransferSettings) {
+        CurlGlobal.ensure()
+        guard let h = curl_easy_init() else { return nil }
+        handle = h
+        self.request = request
+        self.index = index
+        self.attempt = attempt
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        configure(settings)
+    }
+
+    deinit {
+        closeFile()
+        curl_easy_cleanup(handle)
+        if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    private func set(_ o: CURLoption, _ v: Int) { adc_easy_setopt_long(handle, o, v) }
+    private func set(_ o: CURLoption, _ v: String) { adc_easy_setopt_string(handle, o, v) }
+
+    private func configure(_ s: TransferSettings) {
+        set(CURLOPT_URL, request.url)
+        set(CURLOPT_NOSIGNAL, 1)
+        set(CURLOPT_FOLLOWLOCATION, 1)
+        set(CURLOPT_MAXREDIRS, s.maxRedirects)
+        let protocols = request.allowFile ? "file" : "http,https"
+        set(CURLOPT_PROTOCOLS_STR, protocols)
+        set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        set(CURLOPT_SSL_VERIFYPEER, 1)
+        set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let ca = s.caFile { set(CURLOPT_CAINFO, ca) }
+        set(CURLOPT_USERAGENT, s.userAgent)
+        set(CURLOPT_TIMEOUT_MS, Int(s.timeout * 1000))
+        set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(s.timeout, 30) * 1000))
+        set(CURLOPT_LOW_SPEED_LIMIT, s.stallBytesPerSecond)
+        set(CURLOPT_LOW_SPEED_TIME, s.stallSeconds)
+        adc_easy_setopt_offt(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBytes))
+        adc_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "") }
+
+        var headers = request.headers
+        if let etag = request.ifNoneMatch { headers.append("If-None-Match: \(etag)") }
+        if let date = request.ifModifiedSince { headers.append("If-Modified-Since: \(date)") }
+        if case .file(let path) = request.destination, !request.allowFile {
+            // Resume what an earlier attempt left, when we know which version it holds.
+            if let size = FileIO.size(path), size > 0,
+               let validator = try? FileIO.read(Self.validatorPath(path), limit: 1024),
+               !validator.isEmpty {
+                resumeOffset = size
+                set(CURLOPT_RANGE, "\(size)-")
+                headers.append("If-Range: \(String(decoding: validator, as: UTF8.self))")
+            }
+        }
+        for line in headers { headerList = curl_slist_append(headerList, line) }
+        if headerList != nil { adc_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        adc_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, me)
+        adc_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { ptr, size, count, userdata in
+            guard let userdata, let ptr else { return 0 }
+            let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+            return t.bodyReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
+        }
+        adc_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, me)
+        adc_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION) { ptr, size, count, userdata in
+            guard let userdata, let ptr else { return 0 }
+            let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+            t.headerReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
+            return size * count
+        }
+    }
+
+    // MARK: Callbacks
+
+    private func headerReceived(_ line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            response.headers = [:]   // a new response (after a redirect or 100 Continue)
+            return
+        }
+        guard let colon = text.firstIndex(of: ":") else { return }
+        let name = text[..<colon].lowercased()
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        response.headers[name] = value
+    }
+
+    private var statusCode: Int {
+        var code = 0
+        adc_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
+        return request.allowFile && code == 0 ? 200 : code
+    }
+
+    private func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
+        received += Int64(bytes.count)
+        if !bodyStarted {
+            bodyStarted = true
+            guard startBody() else { return 0 }
+        }
+        guard writingBody else { return bytes.count }   // an error page: read and dropped
+
+        let total = (response.resumed ? resumeOffset : 0) + response.bytesReceived + Int64(bytes.count)
+        if total > request.maxBytes {
+            failure = .tooLarge(request.maxBytes)
+            return 0
+        }
+        response.bytesReceived += Int64(bytes.count)
+        switch request.destination {
+        case .memory:
+            response.body.append(contentsOf: bytes)
+        case .file:
+            if response.fileHead.count < 16 {
+                response.fileHead.append(contentsOf: bytes.prefix(16 - response.fileHead.count))
+            }
+            hasher?.update(bytes)
+            if let e = FileIO.writeAll(fd, bytes) {
+                failure = .writeFailed(FileIO.errnoText(e), errno: e)
+                return 0
+            }
+        }
+        return bytes.count
+    }
+
+    /// At the first body byte: decide from the status whether this is the asset, its
+    /// continuation, or an error page, and open the file accordingly.
+    private func startBody() -> Bool {
+        let status = statusCode
+        writingBody = (200...299).contains(status)
+        guard writingBody, case .file(let path) = request.destination else { return true }
+        let validatorPath = Self.validatorPath(path)
+        if status == 206 && resumeOffset > 0 {
+            // The continuation: it must start where our file ends.
+            let range = response.headers["content-range"] ?? ""
+            guard range.lowercased().hasPrefix("bytes \(resumeOffset)-") else {
+                failure = .other("the server sent an unexpected range (\(range.isEmpty ? "none" : range))")
+                FileIO.remove(path)
+                FileIO.remove(validatorPath)
+                return false
+            }
+            response.resumed = true
+            fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+            let h = SHA256Hasher()
+            try? FileIO.forEachBlock(ofFile: path) { h.update($0) }
+            hasher = h
+            response.fileHead = FileIO.head(path, count: 16)
+        } else {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            hasher = SHA256Hasher()
+            // Remember which version this file holds, so an interruption can resume it.
+            FileIO.remove(validatorPath)
+            if let v = resumeValidator() {
+                FileIO.writeSimply(Array(v.utf8), to: validatorPath)
+            }
+        }
+        guard fd >= 0 else {
+            let e = errno
+            failure = .writeFailed("\(path): \(FileIO.errnoText(e))", errno: e)
+            return false
+        }
+        return true
+    }
+
+    /// A validator `If-Range` accepts: a strong ETag, else Last-Modified.
+    private func resumeValidator() -> String? {
+        if let etag = response.headers["etag"], !etag.hasPrefix("W/") { return etag }
+        return response.headers["last-modified"]
+    }
+
+    private func closeFile() {
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+
+    // MARK: Completion
+
+    /// The response once curl reports the transfer done with `code`.
+    func finish(_ code: CURLcode) -> TransferResponse {
+        response.status = statusCode
+        response.attempts = attempt + 1
+        var urlPointer: UnsafeMutablePointer<CChar>?
+        adc_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &urlPointer)
+        response.effectiveURL = urlPointer.map { String(cString: $0) } ?? request.url
+
+        if code == CURLE_OK, fd >= 0, fsync(fd) != 0 {
+            failure = .writeFailed(FileIO.errnoText(), errno: errno)
+        }
+        closeFile()
+        if let failure {
+            response.error = failure
+        } else if code != CURLE_OK {
+            response.error = Self.map(code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes)
+        } else if response.status == 304 {
+            response.error = nil
+        } else if !(200...299).contains(response.status) {
+            response.error = .httpStatus(response.status)
+        }
+        if response.error == nil, case .file(let path) = request.destination, (200...299).contains(response.status) {
+            if !bodyStarted {
+                // An empty body: the file was never opened; make it exist, empty.
+                let f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                if f >= 0 { close(f) }
+                hasher = SHA256Hasher()
+            }
+            response.fileBytes = (response.resumed ? resumeOffset : 0) + response.bytesReceived
+            response.fileSha256 = hasher?.finalizeHex()
+        }
+        return response
+    }
+
+    private func errorText(_ code: CURLcode) -> String {
+        let text = String(cString: errorBuffer)
+        return text.isEmpty ? String(cString: curl_easy_strerror(code)) : text
+    }
+
+    private func hostOf(_ url: String) -> String {
+        guard let r = url.range(of: "://") else { return url }
+        return String(url[r.upperBound...].prefix { $0 != "/" && $0 != ":" })
+    }
+
+    static func map(_ code: CURLcode, message: String, host: String, limit: Int64) -> TransferError {
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .couldNotResolve(host)
+        case CURLE_COULDNT_CONNECT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
+            return .couldNotConnect(message)
+        case CURLE_OPERATION_TIMEDOUT:
+            return message.contains("too slow") ? .stalled : .timedOut
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE,
+             CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR:
+            return .tls(message)
+        case CURLE_TOO_MANY_REDIRECTS: return .tooManyRedirects
+        case CURLE_UNSUPPORTED_PROTOCOL: return .refusedScheme(message)
+        case CURLE_FILESIZE_EXCEEDED: return .tooLarge(limit)
+        case CURLE_PARTIAL_FILE: return .truncated
+        case CURLE_FILE_COULDNT_READ_FILE: return .other("cannot read the file: \(message)")
+        default: return .other(message)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import CCurl
+import Foundation
+
+/// Progress of a batch of transfers, for the progress bar.
+public struct TransferProgress: Sendable {
+    public var bytes: Int64
+    public var done: Int
+    public var total: Int
+    public var elapsed: Double
+}
+
+/// Runs transfers through libcurl's multi interface: up to `parallel` at once, each streamed
+/// to memory or to its file, transient failures retried with exponential back-off and jitter
+/// (honouring `Retry-After`), everything abandoned at the deadline.
+public final class TransferEngine {
+    public let settings: TransferSettings
+    public var onProgress: ((TransferProgress) -> Void)?
+
+    public init(settings: TransferSettings) {
+        self.settings = settings
+    }
+
+    private struct Waiting {
+        var index: Int
+        var attempt: Int
+        var notBefore: Double
+    }
+
+    /// Carries out `requests`; `completion` is called once per request, on this thread,
+    /// as each finishes (in completion order).
+    public func run(_ requests: [TransferRequest], completion: (Int, TransferResponse) -> Void) {
+        guard !requests.isEmpty else { return }
+        CurlGlobal.ensure()
+        guard let multi = curl_multi_init() else {
+            for i in requests.indices {
+                var r = TransferResponse()
+                r.error = .other("cannot start libcurl")
+                completion(i, r)
+            }
+            return
+        }
+        defer { curl_multi_cleanup(multi) }
+        adc_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(settings.parallel, 4))
+
+        var waiting = requests.indices.map { Waiting(index: $0, attempt: 0, notBefore: 0) }
+        var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
+        var doneCount = 0
+        var finishedBytes: Int64 = 0
+        let started = monotonicNow()
+        var lastProgress = 0.0
+
+        func report(force: Bool = false) {
+            guard let onProgress else { return }
+            let now = monotonicNow()
+            guard force || now - lastProgress >= 0.1 else { return }
+            lastProgress = now
+            let bytes = finishedBytes + active.values.reduce(0) { $0 + $1.received }
+            onProgress(TransferProgress(bytes: bytes, done: doneCount, total: requests.count, elapsed: now - started))
+        }
+
+        func complete(_ index: Int, _ response: TransferResponse) {
+            doneCount += 1
+            completion(index, response)
+        }
+
+        while !waiting.isEmpty || !active.isEmpty {
+            let now = monotonicNow()
+            if let deadline = settings.deadline, now >= deadline {
+                for (h, t) in active {
+                    curl_multi_remove_handle(multi, h)
+                    var r = t.response
+                    r.error = .deadline
+                    complete(t.index, r)
+                }
+                active.removeAll()
+                for w in waiting {
+                    var r = TransferResponse()
+                    r.error = .deadline
+                    complete(w.index, r)
+                }
+                waiting.removeAll()
+                break
+            }
+
+            // Start what may start.
+            var i = 0
+            while i < waiting.count && active.count < settings.parallel {
+                let w = waiting[i]
+                guard w.notBefore <= now else { i += 1; continue }
+                waiting.remove(at: i)
+                guard let t = EasyTransfer(request: requests[w.index], index: w.index, attempt: w.attempt, settings: settings) else {
+                    var r = TransferResponse()
+                    r.error = .other("cannot start libcurl")
+                    complete(w.index, r)
+                    continue
+                }
+                active[t.handle] = t
+                curl_multi_add_handle(multi, t.handle)
+            }
+
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+
+            var queued: Int32 = 0
+            while let msg = curl_multi_info_read(multi, &queued) {
+                guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle,
+                      let t = active.removeValue(forKey: h) else { continue }
+                let code = msg.pointee.data.result
+                curl_multi_remove_handle(multi, h)
+                let response = t.finish(code)
+                finishedBytes += t.received
+                if let delay = retryDelay(response, attempt: t.attempt, request: t.request) {
+                    waiting.append(Waiting(index: t.index, attempt: t.attempt + 1, notBefore: monotonicNow() + delay))
+                } else {
+                    complete(t.index, response)
+                }
+            }
+            report()
+
+            // Sleep until something happens, a retry is due, or the deadline comes.
+            var timeout = 100.0
+            if let next = waiting.filter({ $0.notBefore > now }).map(\.notBefore).min(), active.count < settings.parallel {
+                timeout = min(timeout, max(1, (next - monotonicNow()) * 1000))
+            }
+            if let deadline = settings.deadline {
+                timeout = min(timeout, max(1, (deadline - monotonicNow()) * 1000))
+            }
+            if !active.isEmpty {
+                curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
+            } else if !waiting.isEmpty {
+                usleep(useconds_t(timeout * 1000))
+            }
+        }
+        report(force: true)
+    }
+
+    /// When to try again, or nil to give up: transient failures only, within `retries`,
+    /// exponential back-off with jitter, `Retry-After` honoured up to `maxRetryAfter`,
+    /// never past the deadline. A 416 to a resume starts over at once.
+    func retryDelay(_ r: TransferResponse, attempt: Int, request: TransferRequest) -> Double? {
+        guard let error = r.error else { return nil }
+        if case .httpStatus(416) = error, case .file(let path) = request.destination, attempt == 0 {
+            FileIO.remove(path)
+            FileIO.remove(EasyTransfer.validatorPath(path))
+            return 0
+        }
+        guard error.isTransient, attempt < settings.retries else { return nil }
+        var delay = settings.retryBaseDelay * pow(2, Double(attempt)) * Double.random(in: 0.5...1.5)
+        if let header = r.headers["retry-after"], let after = Self.parseRetryAfter(header) {
+            delay = max(delay, min(after, settings.maxRetryAfter))
+        }
+        if let deadline = settings.deadline, monotonicNow() + delay >= deadline { return nil }
+        return delay
+    }
+
+    /// `Retry-After`: delay-seconds or an HTTP-date.
+    static func parseRetryAfter(_ value: String) -> Double? {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if let s = Int(v) { return Double(max(0, s)) }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = f.date(from: v) else { return nil }
+        return max(0, date.timeIntervalSinceNow)
+    }
+}

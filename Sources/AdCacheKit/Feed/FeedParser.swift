@@ -1,0 +1,191 @@
+import Foundation
+
+/// Reads a feed in any of the shapes of SPEC §2 into `[FeedAd]`.
+///
+/// A feed that is not JSON or has no recognisable shape throws (exit 65). An ad that breaks a
+/// rule is skipped with one warning naming it and the reason; a field that can be dropped
+/// (`clickUrl`, `meta`) or defaulted (`duration`) is, with a warning.
+public struct FeedParser: Sendable {
+    /// The feed's final URL after redirects; relative asset URLs resolve against it.
+    public var baseURL: URL
+    /// `file:` assets are allowed only when the feed itself is a local file.
+    public var allowFileAssets: Bool
+
+    public init(baseURL: URL) {
+        self.baseURL = baseURL
+        self.allowFileAssets = baseURL.isFileURL
+    }
+
+    public func parse(_ bytes: [UInt8]) throws -> Feed {
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            throw AdCacheError.badData("the feed is empty")
+        }
+        return try parse(JSONValue.parse(bytes))
+    }
+
+    public func parse(_ json: JSONValue) throws -> Feed {
+        var warnings: [String] = []
+        let items: [JSONValue]
+        switch json {
+        case .array(let a):
+            items = a
+        case .object(let o):
+            if let ads = o["ads"] {
+                guard case .array(let a) = ads else {
+                    throw AdCacheError.badData("the feed's \"ads\" is \(ads.typeName), not an array")
+                }
+                if let v = o["version"], v.integerValue != 1 {
+                    warnings.append("the feed's version is not 1; reading it as version 1")
+                }
+                items = a
+            } else if let body = o["body"], case .object(let b) = body, b["imgUrl"] != nil {
+                var ad = b
+                ad["url"] = b["imgUrl"]
+                if ad["type"] == nil { ad["type"] = .string("image") }
+                items = [.object(ad)]
+            } else if o["picUrl"] != nil || o["url"] != nil {
+                items = [json]
+            } else {
+                throw AdCacheError.badData("the feed has no recognisable shape (expected an object with \"ads\", an array of ads, a legacy ad or a \"body\" envelope)")
+            }
+        default:
+            throw AdCacheError.badData("the feed is \(json.typeName), not an object or an array")
+        }
+
+        var ads: [FeedAd] = []
+        var seen = Set<String>()
+        for (index, item) in items.enumerated() {
+            do {
+                let ad = try parseAd(item, index: index, warnings: &warnings)
+                if !seen.insert(ad.id).inserted {
+                    throw AdError(name: "ad '\(ad.id)'", reason: "its id is used by an earlier ad in the feed")
+                }
+                ads.append(ad)
+            } catch let e as AdError {
+                warnings.append("skipping \(e.name): \(e.reason)")
+            }
+        }
+        return Feed(ads: ads, warnings: warnings)
+    }
+
+    struct AdError: Error {
+        var name: String
+        var reason: String
+    }
+
+    func parseAd(_ item: JSONValue, index: Int, warnings: inout [String]) throws -> FeedAd {
+        guard case .object(let o) = item else {
+            throw AdError(name: "ad #\(index + 1)", reason: "it is \(item.typeName), not an object")
+        }
+        // The name used in warnings: the id when there is a usable one.
+        var name = "ad #\(index + 1)"
+        if let id = o["id"]?.stringValue, !id.isEmpty { name = "ad '\(id.prefix(128))'" }
+        func fail(_ reason: String) -> AdError { AdError(name: name, reason: reason) }
+
+        guard let rawURL = o["url"] ?? o["picUrl"] ?? o["imgUrl"], rawURL != .null else {
+            throw fail("it has no \"url\"")
+        }
+        guard let urlText = rawURL.stringValue else { throw fail("its \"url\" is \(rawURL.typeName), not a string") }
+        let url = try resolve(urlText, fail: fail)
+
+        var id = url
+        if let rawID = o["id"], rawID != .null {
+            guard let s = rawID.stringValue else { throw fail("its \"id\" is \(rawID.typeName), not a string") }
+            guard !s.isEmpty, s.count <= 128 else { throw fail("its \"id\" must be 1 to 128 characters") }
+            id = s
+        }
+        name = "ad '\(id)'"
+        var ad = FeedAd(id: id, url: url)
+
+        if let t = present(o["type"]) {
+            guard let s = t.stringValue, let type = AdType(rawValue: s) else {
+                throw fail("its \"type\" must be \"image\" or \"video\"")
+            }
+            ad.type = type
+        } else if let u = URL(string: url) {
+            ad.type = MediaFormat.type(forExtension: u.pathExtension)
+        }
+
+        for (key, value) in [("start", o["start"]), ("expires", o["expires"] ?? o["timestamp"])] {
+            guard let v = present(value) else { continue }
+            guard let t = Time.parse(v) else { throw fail("its \"\(key)\" is not a time (Unix seconds, milliseconds or RFC 3339)") }
+            if key == "start" { ad.start = t } else { ad.expires = t }
+        }
+
+        func count(_ key: String, _ value: JSONValue?) throws -> Int64? {
+            guard let v = present(value) else { return nil }
+            guard let i = v.integerValue, i >= 0 else { throw fail("its \"\(key)\" must be a whole number ≥ 0") }
+            return i
+        }
+        ad.maxShows = try count("maxShows", o["maxShows"] ?? o["showTime"])
+        ad.maxShowsPerDay = try count("maxShowsPerDay", o["maxShowsPerDay"])
+        ad.minInterval = try count("minInterval", o["minInterval"])
+
+        if let v = present(o["priority"]) {
+            guard let p = v.integerValue else { throw fail("its \"priority\" must be a whole number") }
+            ad.priority = p
+        }
+        if let v = present(o["placement"]) {
+            guard let p = v.stringValue, !p.isEmpty else { throw fail("its \"placement\" must be a non-empty string") }
+            ad.placement = p
+        }
+        if let v = present(o["sha256"]) {
+            guard let s = v.stringValue, s.utf8.count == 64, s.utf8.allSatisfy({ isHexDigit($0) }) else {
+                throw fail("its \"sha256\" must be 64 hex digits")
+            }
+            ad.sha256 = s.lowercased()
+        }
+        if let v = present(o["duration"]) {
+            if let d = v.integerValue, (3...5).contains(d) {
+                ad.duration = Int(d)
+            } else {
+                warnings.append("ad '\(id)': \"duration\" must be 3 to 5 seconds; using \(FeedAd.defaultDuration)")
+            }
+        }
+        if let v = present(o["clickUrl"]) {
+            if let s = v.stringValue, let u = URL(string: s), let scheme = u.scheme?.lowercased(),
+               scheme == "http" || scheme == "https", u.host?.isEmpty == false {
+                ad.clickUrl = s
+            } else {
+                warnings.append("ad '\(id)': dropping \"clickUrl\": not an http or https URL")
+            }
+        }
+        if let v = present(o["meta"]) {
+            if case .object = v {
+                ad.meta = v
+            } else {
+                warnings.append("ad '\(id)': dropping \"meta\": it is \(v.typeName), not an object")
+            }
+        }
+        return ad
+    }
+
+    /// A JSON value that is there and not null.
+    private func present(_ v: JSONValue?) -> JSONValue? {
+        guard let v, v != .null else { return nil }
+        return v
+    }
+
+    /// Resolves an asset reference against the feed's URL, as a browser would, and checks
+    /// its scheme.
+    func resolve(_ text: String, fail: (String) -> AdError) throws -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty,
+              let resolved = URL(string: trimmed, relativeTo: baseURL)?.absoluteURL else {
+            throw fail("its \"url\" is not a valid URL")
+        }
+        switch resolved.scheme?.lowercased() {
+        case "http", "https":
+            guard let host = resolved.host, !host.isEmpty else { throw fail("its \"url\" has no host") }
+        case "file":
+            guard allowFileAssets else { throw fail("its \"url\" is a file: URL, allowed only in a local feed") }
+        default:
+            throw fail("its \"url\" scheme '\(resolved.scheme ?? "")' is not http or https")
+        }
+        return resolved.absoluteString
+    }
+}
+
+private func isHexDigit(_ c: UInt8) -> Bool {
+    (48...57).contains(c) || (65...70).contains(c) || (97...102).contains(c)
+}

@@ -1,0 +1,394 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// `adcache fetch`: the feed, then every unexpired ad's asset, then one commit of the index.
+///
+/// No lock is held across network I/O except the fetch lock, which only other fetches take:
+/// the index is read at the start and merged into the index *as it is at commit time*, so
+/// shows recorded by `next` meanwhile are kept.
+public struct FetchOptions: Sendable {
+    /// As given; nil is the last successful fetch's feed.
+    public var feed: String?
+    public var transfer = TransferSettings()
+    public var maxAssetSize: Int64 = 100 << 20
+    public var maxFeedSize: Int64 = 8 << 20
+    /// Extra request headers for the feed request only.
+    public var headers: [String] = []
+    /// Sleep a random 0..jitter seconds before starting.
+    public var jitter: Double = 0
+
+    public init() {}
+}
+
+public final class Fetcher {
+    let store: CacheStore
+    let options: FetchOptions
+    let warn: WarningSink
+    public var onProgress: ((TransferProgress) -> Void)?
+    /// The wall clock, for expiry.
+    public var now: () -> Double = { Date().timeIntervalSince1970 }
+
+    public init(store: CacheStore, options: FetchOptions, warn: @escaping WarningSink) {
+        self.store = store
+        self.options = options
+        self.warn = warn
+    }
+
+    public func run() throws -> FetchReport {
+        if options.jitter > 0 {
+            usleep(useconds_t(Double.random(in: 0...options.jitter) * 1_000_000))
+        }
+        try store.prepare()
+        let fetchLock = try store.acquireFetchLock()
+        defer { fetchLock.unlock() }
+
+        let before = try store.load(warn: warn)
+        guard let feedText = options.feed ?? before.feed?.url else {
+            throw AdCacheError.usage("no FEED given and no earlier successful fetch to repeat", hint: "see 'adcache fetch --help'")
+        }
+        let source = try FeedLocation(feedText)
+        let download = try downloadFeed(source, previous: before.feed?.url == feedText ? before.feed : nil,
+                                        hasAds: !before.ads.isEmpty)
+
+        var feed: Feed
+        if let bytes = download.body {
+            do {
+                feed = try FeedParser(baseURL: download.finalURL).parse(bytes)
+            } catch let e as AdCacheError {
+                throw AdCacheError(e.code, "the feed \(feedText) is not a valid feed: \(e.message)")
+            }
+        } else {
+            // 304: the feed is as it was; refresh the assets of the ads we have.
+            feed = Feed(ads: before.ads.filter { $0.state != .withdrawn }.map(\.feedAd), warnings: [])
+        }
+        for w in feed.warnings { warn(w) }
+
+        var report = FetchReport(feed: feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
+        report.warnings = feed.warnings
+        let results = fetchAssets(feed.ads, cached: before)
+        for ad in feed.ads {
+            let r = results[ad.id]!
+            report.ads.append(.init(id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error))
+        }
+
+        let feedState = FeedSource(url: feedText, finalUrl: download.finalURL.absoluteString,
+                                   etag: download.etag, lastModified: download.lastModified,
+                                   fetchedAt: now())
+        try commit(feed.ads, results: results, feedState: feedState)
+
+        let incomplete = report.ads.contains { $0.outcome == .failed || $0.outcome == .pending }
+        report.exitCode = incomplete ? ExitCode.tempFail.rawValue : 0
+        return report
+    }
+
+    // MARK: The feed
+
+    struct FeedDownload {
+        /// nil when the server said 304.
+        var body: [UInt8]?
+        var finalURL: URL
+        var etag: String?
+        var lastModified: String?
+    }
+
+    private func downloadFeed(_ source: FeedLocation, previous: FeedSource?, hasAds: Bool) throws -> FeedDownload {
+        switch source {
+        case .local(let path):
+            let bytes: [UInt8]
+            do {
+                bytes = try FileIO.read(path, limit: options.maxFeedSize)
+            } catch let e as AdCacheError {
+                throw AdCacheError.unavailable("cannot read the feed: \(e.message)")
+            }
+            return FeedDownload(body: bytes, finalURL: URL(fileURLWithPath: path))
+        case .remote(let url):
+            var request = TransferRequest(url: url, destination: .memory, maxBytes: options.maxFeedSize)
+            request.headers = options.headers
+            request.acceptCompressed = true
+            if hasAds, let previous {
+                request.ifNoneMatch = previous.etag
+                request.ifModifiedSince = previous.lastModified
+            }
+            var response = TransferResponse()
+            TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
+            if let error = response.error {
+                throw AdCacheError.unavailable("cannot fetch the feed \(url): \(error)")
+            }
+            let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
+            if response.notModified {
+                return FeedDownload(body: nil, finalURL: previous?.finalUrl.flatMap(URL.init(string:)) ?? finalURL,
+                                    etag: response.headers["etag"] ?? previous?.etag,
+                                    lastModified: response.headers["last-modified"] ?? previous?.lastModified)
+            }
+            return FeedDownload(body: response.body, finalURL: finalURL,
+                                etag: response.headers["etag"], lastModified: response.headers["last-modified"])
+        }
+    }
+
+    // MARK: The assets
+
+    /// What became of one ad's asset.
+    struct AssetResult {
+        var outcome: FetchReport.Outcome
+        var file: String?
+        var bytes: Int64?
+        var fileSha256: String?
+        var etag: String?
+        var lastModified: String?
+        var type: AdType?
+        var error: String?
+    }
+
+    /// One download (ads that share a URL share it).
+    private struct Job {
+        var url: String
+        var ads: [FeedAd]
+        var cached: AdRecord?
+        var request: TransferRequest
+    }
+
+    private func fetchAssets(_ ads: [FeedAd], cached index: CacheIndex) -> [String: AssetResult] {
+        var results: [String: AssetResult] = [:]
+        var jobs: [Job] = []
+        var jobByURL: [String: Int] = [:]
+        let byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        var readyByURL: [String: AdRecord] = [:]
+        for r in index.ads where r.state != .pending && r.file != nil && isPresent(r) {
+            readyByURL[r.url] = readyByURL[r.url] ?? r
+        }
+        let t = now()
+
+        for ad in ads {
+            if let expires = ad.expires, expires <= t {
+                results[ad.id] = AssetResult(outcome: .expired)
+                continue
+            }
+            if let max = ad.maxShows, let known = byID[ad.id], known.shows >= max {
+                results[ad.id] = AssetResult(outcome: .exhausted)
+                continue
+            }
+            if let j = jobByURL[ad.url] {
+                jobs[j].ads.append(ad)
+                continue
+            }
+            // The file we have for this URL: this ad's own, or one another ad shares.
+            let mine = byID[ad.id].flatMap { $0.url == ad.url && $0.file != nil && isPresent($0) ? $0 : nil }
+            let cached = mine ?? readyByURL[ad.url]
+            if let reused = reuse(ad, cached: cached) {
+                results[ad.id] = reused
+                continue
+            }
+            let hash = SHA256Hasher.hex(ad.url)
+            var request = TransferRequest(url: ad.url, destination: .file(path: store.partialDirectory + "/\(hash).part"),
+                                          maxBytes: options.maxAssetSize)
+            request.allowFile = ad.url.hasPrefix("file:")
+            if let cached, ad.sha256 == nil {  // a feed sha256 that differs means the file is stale
+                request.ifNoneMatch = cached.etag
+                request.ifModifiedSince = request.allowFile ? nil : cached.lastModified
+            }
+            jobByURL[ad.url] = jobs.count
+            jobs.append(Job(url: ad.url, ads: [ad], cached: cached, request: request))
+        }
+
+        let engine = TransferEngine(settings: options.transfer)
+        engine.onProgress = onProgress
+        engine.run(jobs.map(\.request)) { i, response in
+            let result = finishAsset(jobs[i], response)
+            for ad in jobs[i].ads { results[ad.id] = result }
+        }
+        // Ads whose URL another ad downloaded still need their own type check.
+        for job in jobs where job.ads.count > 1 {
+            for ad in job.ads.dropFirst() {
+                if var r = results[ad.id], let type = ad.type, let got = r.type, type != got, r.file != nil {
+                    r = AssetResult(outcome: .failed, error: "the file is \(got.rawValue), but the ad says \(type.rawValue)")
+                    results[ad.id] = r
+                }
+            }
+        }
+        return results
+    }
+
+    /// True when a cached record's file is there with its recorded size.
+    private func isPresent(_ r: AdRecord) -> Bool {
+        guard let file = r.file else { return false }
+        return FileIO.size(store.assetPath(file)) == r.bytes
+    }
+
+    /// The cases where no request is needed: a cached file whose sha256 the feed confirms, an
+    /// unchanged local file, or (after a lost index) a file already in `assets/` for this URL.
+    private func reuse(_ ad: FeedAd, cached: AdRecord?) -> AssetResult? {
+        if let c = cached {
+            let asIs = AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileSha256: c.fileSha256,
+                                   etag: c.etag, lastModified: c.lastModified, type: c.type)
+            if let sha = ad.sha256, c.fileSha256 == sha { return asIs }
+            if ad.url.hasPrefix("file:"), let stamp = localStamp(ad.url), stamp == c.lastModified,
+               ad.sha256 == nil || ad.sha256 == c.fileSha256 {
+                return asIs
+            }
+            return nil
+        }
+        // Recovery: a complete asset whose name is this URL's hash, not in the index.
+        let hash = SHA256Hasher.hex(ad.url)
+        guard let name = FileIO.list(store.assetsDirectory).first(where: { $0.hasPrefix(hash + ".") }) else { return nil }
+        let path = store.assetPath(name)
+        guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
+              let sha = SHA256Hasher.hex(ofFile: path), ad.sha256 == nil || ad.sha256 == sha else { return nil }
+        return AssetResult(outcome: .unchanged, file: name, bytes: FileIO.size(path), fileSha256: sha,
+                           lastModified: ad.url.hasPrefix("file:") ? localStamp(ad.url) : nil, type: format.type)
+    }
+
+    /// For a `file:` asset: its modification time and size, as the validator.
+    private func localStamp(_ url: String) -> String? {
+        guard let path = URL(string: url)?.path,
+              let attrs = try? FileManager.default.attributesOfItem(atPath: path),
+              let date = attrs[.modificationDate] as? Date, let size = attrs[.size] as? NSNumber else { return nil }
+        return "mtime \(date.timeIntervalSince1970) size \(size.int64Value)"
+    }
+
+    /// Validates a finished download and moves it into `assets/`.
+    private func finishAsset(_ job: Job, _ response: TransferResponse) -> AssetResult {
+        guard case .file(let partial) = job.request.destination else { fatalError("assets stream to files") }
+        let ad = job.ads[0]
+        func failed(_ message: String, keepPartial: Bool = false) -> AssetResult {
+            if !keepPartial {
+                FileIO.remove(partial)
+                FileIO.remove(EasyTransfer.validatorPath(partial))
+            }
+            return AssetResult(outcome: .failed, error: message)
+        }
+        if let error = response.error {
+            if error == .deadline {
+                return AssetResult(outcome: .pending, error: "not downloaded before the deadline")
+            }
+            let resumable = FileIO.exists(EasyTransfer.validatorPath(partial))
+            return failed("\(ad.url): \(error)", keepPartial: resumable)
+        }
+        if response.notModified, let c = job.cached {
+            return AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileSha256: c.fileSha256,
+                               etag: response.headers["etag"] ?? c.etag,
+                               lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
+        }
+        if let announced = response.headers["content-length"].flatMap(Int64.init), !response.resumed,
+           announced != response.fileBytes, job.request.acceptCompressed == false, !job.request.allowFile {
+            return failed("\(ad.url): received \(response.fileBytes) bytes of the \(announced) announced")
+        }
+        if let sha = ad.sha256, response.fileSha256 != sha {
+            return failed("\(ad.url): the file's SHA-256 does not match the feed's sha256")
+        }
+        guard let format = MediaFormat.sniff(response.fileHead) else {
+            let what = response.headers["content-type"].map { " (served as \($0))" } ?? ""
+            return failed("\(ad.url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM")
+        }
+        if let type = ad.type, type != format.type {
+            return failed("\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but the ad says \(type.rawValue)")
+        }
+        let name = SHA256Hasher.hex(ad.url) + "." + format.fileExtension
+        let target = store.assetPath(name)
+        guard rename(partial, target) == 0 else {
+            return failed("cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
+        }
+        FileIO.remove(EasyTransfer.validatorPath(partial))
+        FileIO.syncDirectory(store.assetsDirectory)
+        let lastModified = job.request.allowFile ? localStamp(ad.url) : response.headers["last-modified"]
+        return AssetResult(outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
+                           fileSha256: response.fileSha256, etag: response.headers["etag"],
+                           lastModified: lastModified, type: format.type)
+    }
+
+    // MARK: The commit
+
+    /// Merges the results into the index as it is now (keeping shows recorded meanwhile),
+    /// withdraws what the feed no longer lists, and deletes files nothing names any more.
+    private func commit(_ ads: [FeedAd], results: [String: AssetResult], feedState: FeedSource) throws {
+        let orphans: [String] = try store.update(warn: warn) { index in
+            let filesBefore = Set(index.ads.compactMap(\.file))
+            var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            var merged: [AdRecord] = []
+            for ad in ads {
+                var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad)
+                record.apply(ad)
+                if let r = results[ad.id] { record.take(r) }
+                merged.append(record)
+            }
+            for var gone in index.ads where byID[gone.id] != nil {
+                gone.state = .withdrawn
+                merged.append(gone)
+            }
+            index.ads = merged
+            index.feed = feedState
+            let filesAfter = Set(merged.compactMap(\.file))
+            return Array(filesBefore.subtracting(filesAfter))
+        }
+        for name in orphans { FileIO.remove(store.assetPath(name)) }
+    }
+}
+
+extension AdRecord {
+    /// Records what the fetch found for this ad's asset.
+    mutating func take(_ r: Fetcher.AssetResult) {
+        switch r.outcome {
+        case .downloaded, .resumed, .unchanged:
+            state = .ready
+            file = r.file
+            bytes = r.bytes
+            fileSha256 = r.fileSha256
+            etag = r.etag
+            lastModified = r.lastModified
+            if let t = r.type { type = t }
+            error = nil
+        case .failed:
+            // A file we already have stays usable (offline first); the error is noted.
+            if state != .ready { state = .failed }
+            error = r.error
+        case .pending:
+            if state != .ready { state = .pending }
+        case .expired, .exhausted:
+            break
+        }
+    }
+
+    /// The ad as a feed would give it (after a 304 for the feed).
+    var feedAd: FeedAd {
+        var ad = FeedAd(id: id, url: url)
+        ad.type = type
+        ad.start = start
+        ad.expires = expires
+        ad.maxShows = maxShows
+        ad.maxShowsPerDay = maxShowsPerDay
+        ad.minInterval = minInterval
+        ad.duration = duration
+        ad.priority = priority
+        ad.placement = placement
+        ad.clickUrl = clickUrl
+        ad.sha256 = sha256
+        ad.meta = meta
+        return ad
+    }
+}
+
+/// FEED on the command line: an http/https URL, a `file:` URL, or a local path.
+enum FeedLocation {
+    case remote(String)
+    case local(String)
+
+    init(_ text: String) throws {
+        let lower = text.lowercased()
+        if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
+            guard let u = URL(string: text), u.host?.isEmpty == false else {
+                throw AdCacheError.usage("FEED '\(text)' is not a valid URL")
+            }
+            self = .remote(text)
+        } else if lower.hasPrefix("file:") {
+            guard let u = URL(string: text), u.isFileURL else { throw AdCacheError.usage("FEED '\(text)' is not a valid file: URL") }
+            self = .local(u.path)
+        } else if let r = text.range(of: "://"), !text[..<r.lowerBound].contains("/") {
+            throw AdCacheError.usage("FEED '\(text)': only http, https and file: feeds are supported")
+        } else {
+            self = .local(CacheStore.absolute(text))
+        }
+    }
+}

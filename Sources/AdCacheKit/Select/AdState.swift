@@ -1,0 +1,30 @@
+/// The states `list` shows (SPEC §4), derived from the stored state, the clock and the file.
+public enum AdState: String, Codable, Sendable {
+    case ready, scheduled, expired, exhausted, withdrawn, pending, failed, missing
+}
+
+extension AdRecord {
+    /// What a person should see for this ad at time `t`. `filePresent` says whether its file
+    /// is in `assets/` with its recorded size.
+    public func displayState(at t: Double, filePresent: Bool) -> AdState {
+        if state == .withdrawn { return .withdrawn }
+        if let e = expires, e <= t { return .expired }
+        if let m = maxShows, shows >= m { return .exhausted }
+        switch state {
+        case .pending: return .pending
+        case .failed: return .failed
+        default: break
+        }
+        if !filePresent { return .missing }
+        if let s = start, s > t { return .scheduled }
+        return .ready
+    }
+}
+
+extension CacheStore {
+    /// True when the record's file is in `assets/` with its recorded size.
+    public func filePresent(_ r: AdRecord) -> Bool {
+        guard let file = r.file, let bytes = r.bytes else { return false }
+        return FileIO.size(assetPath(file)) == bytes
+    }
+}

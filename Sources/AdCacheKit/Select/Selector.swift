@@ -1,0 +1,103 @@
+import Foundation
+
+/// `adcache next`: which cached asset this launch shows, and the record of the show.
+public struct NextOptions: Sendable {
+    /// Do not record the show.
+    public var peek = false
+    public var type: AdType?
+    public var placement = FeedAd.defaultPlacement
+    /// Show nothing if any ad was shown less than this many seconds ago.
+    public var cooldown: Double?
+    /// Evaluate (and date the show) as of this time instead of now.
+    public var at: Double?
+
+    public init() {}
+}
+
+/// What `next` chose.
+public struct NextChoice: Sendable {
+    public var record: AdRecord
+    public var path: String
+    public var remainingShows: Int64?
+}
+
+public enum SelectionPolicy {
+    /// Eligible (SPEC §4), apart from the file check, which the caller makes last because it
+    /// costs a `stat`.
+    public static func isEligible(_ r: AdRecord, at t: Double, day: Int, options: NextOptions) -> Bool {
+        guard r.state == .ready, r.file != nil, r.placement == options.placement else { return false }
+        if let want = options.type, r.type != want { return false }
+        if let s = r.start, s > t { return false }
+        if let e = r.expires, e <= t { return false }
+        if let m = r.maxShows, r.shows >= m { return false }
+        if let cap = r.maxShowsPerDay, r.showsOn(day: day) >= cap { return false }
+        if let interval = r.minInterval, let last = r.lastShown, abs(t - last) < Double(interval) { return false }
+        return true
+    }
+
+    /// The order of preference: highest priority; then least recently shown (never shown
+    /// first; the show counter orders shows within one second); then soonest expiry; then id.
+    public static func prefers(_ a: AdRecord, _ b: AdRecord) -> Bool {
+        if a.priority != b.priority { return a.priority > b.priority }
+        let sa = a.lastShowSeq ?? 0, sb = b.lastShowSeq ?? 0
+        if sa != sb { return sa < sb }
+        let ea = a.expires ?? .infinity, eb = b.expires ?? .infinity
+        if ea != eb { return ea < eb }
+        return a.id < b.id
+    }
+
+    /// The index (into `index.ads`) of the ad to show, or nil.
+    public static func choose(in index: CacheIndex, at t: Double, options: NextOptions,
+                              filePresent: (AdRecord) -> Bool) -> Int? {
+        if let cooldown = options.cooldown, let last = index.lastShown, abs(t - last) < cooldown { return nil }
+        let day = Time.localDay(t)
+        var candidates = index.ads.indices.filter { isEligible(index.ads[$0], at: t, day: day, options: options) }
+        candidates.sort { prefers(index.ads[$0], index.ads[$1]) }
+        return candidates.first { filePresent(index.ads[$0]) }
+    }
+}
+
+extension AdRecord {
+    /// Counts one show at time `t`, as show number `seq` of the index.
+    mutating func recordShow(at t: Double, seq: Int64) {
+        shows += 1
+        lastShown = t
+        lastShowSeq = seq
+        let day = Time.localDay(t)
+        showsOnDay = showsOn(day: day) + 1
+        showDay = day
+    }
+}
+
+public final class Selector {
+    let store: CacheStore
+    let warn: WarningSink
+
+    public init(store: CacheStore, warn: @escaping WarningSink) {
+        self.store = store
+        self.warn = warn
+    }
+
+    /// The ad this launch shows, with the show recorded (unless `peek`) before returning;
+    /// nil when nothing is eligible. Never touches the network.
+    public func next(_ options: NextOptions) throws -> NextChoice? {
+        guard store.exists, FileIO.exists(store.indexPath) else { return nil }
+        let t = options.at ?? Date().timeIntervalSince1970
+        if options.peek {
+            let index = try store.load(warn: warn)
+            guard let i = SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent) else { return nil }
+            return choice(index.ads[i])
+        }
+        return try store.update(warn: warn) { index in
+            guard let i = SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent) else { return nil }
+            index.showSeq += 1
+            index.ads[i].recordShow(at: t, seq: index.showSeq)
+            index.lastShown = t
+            return choice(index.ads[i])
+        }
+    }
+
+    private func choice(_ r: AdRecord) -> NextChoice {
+        NextChoice(record: r, path: store.assetPath(r.file!), remainingShows: r.remainingShows)
+    }
+}

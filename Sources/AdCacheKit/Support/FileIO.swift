@@ -1,0 +1,162 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// Small POSIX file helpers: what Foundation does not promise (fsync, errno in messages).
+public enum FileIO {
+    /// The message for the current errno, e.g. "No space left on device".
+    static func errnoText(_ code: Int32 = errno) -> String {
+        String(cString: strerror(code))
+    }
+
+    /// The right error for an errno: a full disk or I/O fault is 74, anything else that stops
+    /// us writing into the cache is 73.
+    static func writeError(_ what: String, _ code: Int32 = errno) -> AdCacheError {
+        let text = "\(what): \(errnoText(code))"
+        switch code {
+        case ENOSPC, EIO, EDQUOT, EFBIG, EROFS: return .io(text)
+        default: return .cantCreate(text)
+        }
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+
+    /// The size of a regular file, or nil.
+    public static func size(_ path: String) -> Int64? {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(st.st_size)
+    }
+
+    /// Reads a whole file, refusing one larger than `limit` bytes.
+    public static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
+        defer { close(fd) }
+        var out = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AdCacheError.io("cannot read \(path): \(errnoText())")
+            }
+            if n == 0 { break }
+            out.append(contentsOf: buffer[0..<n])
+            if Int64(out.count) > limit {
+                throw AdCacheError.badData("\(path) is larger than the limit of \(limit) bytes")
+            }
+        }
+        return out
+    }
+
+    /// Calls `body` with each block of a file, in order.
+    public static func forEachBlock(ofFile path: String, _ body: (UnsafeRawBufferPointer) -> Void) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw AdCacheError.io("cannot read \(path): \(errnoText())")
+            }
+            if n == 0 { return }
+            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+    }
+
+    /// The first `count` bytes of a file (fewer if it is shorter).
+    public static func head(_ path: String, count: Int = 32) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: count)
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        return n > 0 ? Array(buffer[0..<n]) : []
+    }
+
+    /// Writes every byte to fd, retrying short writes and EINTR.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+        var offset = 0
+        while offset < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            offset += n
+        }
+        return nil
+    }
+
+    /// Replaces `path` with `bytes` so that a crash at any instant leaves the old file or the
+    /// new one: write a temporary in the same directory, fsync it, rename it over the target,
+    /// fsync the directory.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        let dir = (path as NSString).deletingLastPathComponent
+        let temp = "\(path).tmp-\(getpid())"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw writeError("cannot write \(temp)") }
+        var failure: Int32? = bytes.withUnsafeBytes { writeAll(fd, $0) }
+        if failure == nil, fsync(fd) != 0 { failure = errno }
+        if close(fd) != 0, failure == nil { failure = errno }
+        if let failure {
+            unlink(temp)
+            throw writeError("cannot write \(path)", failure)
+        }
+        guard rename(temp, path) == 0 else {
+            let e = errno
+            unlink(temp)
+            throw writeError("cannot replace \(path)", e)
+        }
+        syncDirectory(dir)
+    }
+
+    /// Writes a small file with no durability promise (a hint that may be lost in a crash).
+    @discardableResult
+    public static func writeSimply(_ bytes: [UInt8], to path: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return bytes.withUnsafeBytes { writeAll(fd, $0) } == nil
+    }
+
+    /// fsync of a directory, so that a rename in it survives a power loss.
+    public static func syncDirectory(_ dir: String) {
+        let fd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+
+    /// mkdir -p; the error names the directory and the reason.
+    public static func makeDirectory(_ path: String) throws {
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
+            if isDir.boolValue { return }
+            throw AdCacheError.cantCreate("cannot create directory \(path): a file is in the way")
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty, parent != path { try makeDirectory(parent) }
+        if mkdir(path, 0o755) != 0, errno != EEXIST {
+            throw AdCacheError.cantCreate("cannot create directory \(path): \(errnoText())")
+        }
+    }
+
+    @discardableResult
+    public static func remove(_ path: String) -> Bool {
+        unlink(path) == 0
+    }
+
+    /// The names in a directory (not . or ..); empty when it does not exist.
+    public static func list(_ dir: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+/// Any JSON value, kept exactly so that `meta` passes through untouched.
+public enum JSONValue: Codable, Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let i = try? c.decode(Int64.self) { self = .int(i) }
+        else if let d = try? c.decode(Double.self) { self = .double(d) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else if let o = try? c.decode([String: JSONValue].self) { self = .object(o) }
+        else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a JSON value")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .int(let i): try c.encode(i)
+        case .double(let d): try c.encode(d)
+        case .string(let s): try c.encode(s)
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    /// An integer, also when it comes as a string of digits (some servers send `"3"`).
+    public var integerValue: Int64? {
+        switch self {
+        case .int(let i): return i
+        case .double(let d) where d == d.rounded() && abs(d) < 9e15: return Int64(d)
+        case .string(let s):
+            let t = s.trimmingCharacters(in: .whitespaces)
+            guard !t.isEmpty, t.count <= 18 else { return nil }
+            var digits = Substring(t)
+            let negative = digits.first == "-"
+            if negative { digits = digits.dropFirst() }
+            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            return Int64(digits).map { negative ? -$0 : $0 }
+        default: return nil
+        }
+    }
+
+    /// A short description of the JSON type, for warnings.
+    public var typeName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .int, .double: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+
+    /// Parses JSON bytes; the error says why in one line.
+    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        do {
+            return try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        } catch let DecodingError.dataCorrupted(context) {
+            let reason = (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
+            throw AdCacheError.badData("not valid JSON" + (reason.map { ": \($0)" } ?? ""))
+        } catch {
+            throw AdCacheError.badData("not valid JSON")
+        }
+    }
+}

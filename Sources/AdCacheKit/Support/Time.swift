@@ -1,0 +1,160 @@
+import Foundation
+
+/// Times are Unix seconds (a Double, so milliseconds survive). This file reads the forms the
+/// feed and the command line accept, and writes RFC 3339.
+public enum Time {
+    /// Integers from this value up are milliseconds (SPEC §2).
+    public static let millisecondThreshold: Int64 = 100_000_000_000
+
+    public static func fromInteger(_ i: Int64) -> Double {
+        i >= millisecondThreshold ? Double(i) / 1000 : Double(i)
+    }
+
+    /// A feed or command-line time: an integer (seconds or milliseconds, also as a string of
+    /// digits) or an RFC 3339 string with a zone offset.
+    public static func parse(_ value: JSONValue) -> Double? {
+        if let i = value.integerValue { return fromInteger(i) }
+        if let s = value.stringValue { return parseRFC3339(s) }
+        return nil
+    }
+
+    public static func parse(_ text: String) -> Double? {
+        parse(.string(text))
+    }
+
+    /// RFC 3339: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`. `t` and a space are accepted for
+    /// `T`, as RFC 3339 allows. A date-time without a zone is rejected.
+    public static func parseRFC3339(_ text: String) -> Double? {
+        let b = Array(text.utf8)
+        func num(_ from: Int, _ len: Int) -> Int? {
+            guard from + len <= b.count else { return nil }
+            var v = 0
+            for i in from..<(from + len) {
+                guard b[i] >= 48, b[i] <= 57 else { return nil }
+                v = v * 10 + Int(b[i] - 48)
+            }
+            return v
+        }
+        guard b.count >= 20,
+              let year = num(0, 4), b[4] == UInt8(ascii: "-"),
+              let month = num(5, 2), b[7] == UInt8(ascii: "-"),
+              let day = num(8, 2),
+              [UInt8(ascii: "T"), UInt8(ascii: "t"), UInt8(ascii: " ")].contains(b[10]),
+              let hour = num(11, 2), b[13] == UInt8(ascii: ":"),
+              let minute = num(14, 2), b[16] == UInt8(ascii: ":"),
+              let second = num(17, 2)
+        else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+              hour < 24, minute < 60, second <= 60 else { return nil }
+        var i = 19
+        var fraction = 0.0
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            i += 1
+            var scale = 0.1
+            let start = i
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                fraction += Double(b[i] - 48) * scale
+                scale /= 10
+                i += 1
+            }
+            if i == start { return nil }
+        }
+        guard i < b.count else { return nil }
+        var offset = 0
+        switch b[i] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            i += 1
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard let oh = num(i + 1, 2), i + 3 < b.count, b[i + 3] == UInt8(ascii: ":"),
+                  let om = num(i + 4, 2), oh < 24, om < 60 else { return nil }
+            offset = (oh * 60 + om) * 60 * (b[i] == UInt8(ascii: "-") ? -1 : 1)
+            i += 6
+        default:
+            return nil
+        }
+        guard i == b.count else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let secs = days * 86400 + hour * 3600 + minute * 60 + min(second, 59) - offset
+        return Double(secs) + fraction
+    }
+
+    /// RFC 3339 in UTC, with milliseconds only when there are some.
+    public static func format(_ t: Double) -> String {
+        let whole = Int(t.rounded(.down))
+        let ms = Int(((t - Double(whole)) * 1000).rounded())
+        var days = whole / 86400
+        var rem = whole % 86400
+        if rem < 0 { rem += 86400; days -= 1 }
+        let (y, m, d) = civilFromDays(days)
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        var s = "\(String(format: "%04d", y))-\(two(m))-\(two(d))T\(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
+        if ms > 0 && ms < 1000 { s += String(format: ".%03d", ms) }
+        return s + "Z"
+    }
+
+    /// The local calendar day (days since 1970-01-01 in the device's time zone).
+    public static func localDay(_ t: Double, timeZone: TimeZone = .current) -> Int {
+        let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: t))
+        return Int(((t + Double(offset)) / 86400).rounded(.down))
+    }
+
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days.
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146097 + doe - 719468
+    }
+
+    static func civilFromDays(_ z0: Int) -> (Int, Int, Int) {
+        let z = z0 + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+}
+
+/// SIZE on the command line: bytes, optionally with K, M or G (powers of 1024).
+public enum ByteSize {
+    public static func parse(_ text: String) -> Int64? {
+        var digits = Substring(text)
+        var scale: Int64 = 1
+        switch digits.last {
+        case "k", "K": scale = 1 << 10
+        case "m", "M": scale = 1 << 20
+        case "g", "G": scale = 1 << 30
+        default: break
+        }
+        if scale != 1 { digits = digits.dropLast() }
+        guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
+              let v = Int64(digits) else { return nil }
+        let (r, overflow) = v.multipliedReportingOverflow(by: scale)
+        return overflow ? nil : r
+    }
+
+    /// 1536 → "1.5K", as `ls -h` does.
+    public static func human(_ bytes: Int64) -> String {
+        let units = ["B", "K", "M", "G", "T"]
+        var v = Double(bytes)
+        var u = 0
+        while v >= 1024, u < units.count - 1 { v /= 1024; u += 1 }
+        if u == 0 { return "\(bytes)B" }
+        return v < 10 ? String(format: "%.1f", v) + units[u] : "\(Int(v.rounded()))\(units[u])"
+    }
+}

@@ -1,0 +1,165 @@
+import AdCacheKit
+import Foundation
+
+/// A subcommand: its interface and what it does.
+protocol Command: Sendable {
+    static var spec: CommandSpec { get }
+    /// Runs with parsed arguments; returns the exit code.
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode
+}
+
+/// What every command gets: the console and the cache.
+struct Context {
+    var console: Console
+    var store: CacheStore
+    var environment: [String: String]
+    var warn: WarningSink { { [console] in console.warning($0) } }
+}
+
+enum CLI {
+    static let commands: [any Command.Type] = [
+        FetchCommand.self, NextCommand.self, PruneCommand.self, ListCommand.self, ClearCommand.self, HelpCommand.self,
+    ]
+
+    static var specs: [CommandSpec] { commands.map { $0.spec } }
+
+    static let root = CommandSpec(
+        name: "",
+        abstract: "Keep a local cache of splash ads fresh, and pick the one each launch shows.",
+        discussion: "Run 'adcache fetch' from cron to download the ad feed and its images and videos; run 'adcache next' at app launch to get the asset to show, instantly and without the network. See adcache(1).",
+        arguments: [("<command>", "The command to run.")],
+        options: [.flag("version", "Show the version.")]
+    )
+
+    /// Runs the command line; returns the exit code.
+    static func run(_ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) -> Int32 {
+        var console = Console(environment: environment)
+        do {
+            // The command is the first word that is not a global option (or its value).
+            var rest = arguments
+            var leading: [String] = []
+            while let first = rest.first, first.hasPrefix("-") {
+                leading.append(rest.removeFirst())
+                if first == "--cache-dir", let v = rest.first { leading.append(v); rest.removeFirst() }
+            }
+            guard let name = rest.first else {
+                let parsed = try ArgumentParser.parse(leading, command: root)
+                if parsed.has("version") {
+                    console.out("adcache \(AdCacheVersion.string) (\(defaultUserAgent()))")
+                    return 0
+                }
+                if parsed.has("help") {
+                    console.out(Help.text(for: root, subcommands: specs))
+                    return 0
+                }
+                throw AdCacheError.usage("no command given", hint: "see 'adcache --help'")
+            }
+            guard let command = commands.first(where: { $0.spec.name == name }) else {
+                let guess = ArgumentParser.nearest(name, among: specs.map { $0.name })
+                throw AdCacheError.usage("unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
+            }
+            let parsed = try ArgumentParser.parse(leading + rest.dropFirst(), command: command.spec)
+            if parsed.has("help") {
+                console.out(Help.text(for: command.spec))
+                return 0
+            }
+            console.quiet = parsed.has("quiet")
+            console.verbose = parsed.has("verbose")
+            let dir = parsed.value("cache-dir").map(CacheStore.absolute) ?? CacheStore.defaultDirectory(environment: environment)
+            let context = Context(console: console, store: CacheStore(directory: dir), environment: environment)
+            return try command.run(parsed, context: context).rawValue
+        } catch let e as AdCacheError {
+            console.error(e)
+            return e.code.rawValue
+        } catch {
+            console.error(AdCacheError(.software, "internal error: \(error)"))
+            return ExitCode.software.rawValue
+        }
+    }
+}
+
+/// `adcache help [COMMAND]`.
+enum HelpCommand: Command {
+    static let spec = CommandSpec(
+        name: "help",
+        abstract: "Show help for a command.",
+        arguments: [("<command>?", "The command to explain.")]
+    )
+
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
+        try args.noPositionals(spec, allowed: 1)
+        guard let name = args.positionals.first else {
+            context.console.out(Help.text(for: CLI.root, subcommands: CLI.specs))
+            return .success
+        }
+        guard let command = CLI.commands.first(where: { $0.spec.name == name }) else {
+            let guess = ArgumentParser.nearest(name, among: CLI.specs.map { $0.name })
+            throw AdCacheError.usage("unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
+        }
+        context.console.out(Help.text(for: command.spec))
+        return .success
+    }
+}
+
+/// Help text in swift-argument-parser's layout.
+enum Help {
+    static func text(for spec: CommandSpec, subcommands: [CommandSpec] = []) -> String {
+        var lines: [String] = []
+        lines.append("OVERVIEW: \(spec.abstract)")
+        if let d = spec.discussion { lines += ["", wrap(d, indent: 0)] }
+        lines.append("")
+        let name = spec.name.isEmpty ? "adcache" : "adcache \(spec.name)"
+        var usage = "USAGE: \(name)"
+        if spec.name.isEmpty {
+            usage += " [--cache-dir <dir>] [-q] [-v] <command> [<options>]"
+        } else {
+            if !spec.options.isEmpty { usage += " [<options>]" }
+            for (arg, _) in spec.arguments {
+                usage += arg.hasSuffix("?") ? " [\(arg.dropLast())]" : " \(arg)"
+            }
+        }
+        lines.append(usage)
+        if !spec.arguments.isEmpty, !spec.name.isEmpty {
+            lines += ["", "ARGUMENTS:"]
+            for (arg, help) in spec.arguments { lines.append(row(String(arg.replacingOccurrences(of: "?", with: "")), help)) }
+        }
+        lines += ["", "OPTIONS:"]
+        for o in spec.options + globalOptions {
+            var label = o.short.map { "-\($0), " } ?? ""
+            label += "--\(o.long)"
+            if let v = o.value { label += " \(v)" }
+            lines.append(row(label, o.help))
+        }
+        if !subcommands.isEmpty {
+            lines += ["", "SUBCOMMANDS:"]
+            for s in subcommands { lines.append(row(s.name, s.abstract)) }
+            lines += ["", "  See 'adcache help <subcommand>' for detailed help."]
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func row(_ label: String, _ help: String) -> String {
+        let pad = 26
+        let head = "  " + label
+        let body = wrap(help, indent: pad)
+        if head.count < pad {
+            return head + String(repeating: " ", count: pad - head.count) + body.dropFirst(pad)
+        }
+        return head + "\n" + body
+    }
+
+    static func wrap(_ text: String, indent: Int, width: Int = 80) -> String {
+        var lines: [String] = []
+        var line = String(repeating: " ", count: indent)
+        for word in text.split(separator: " ") {
+            if line.count + word.count + 1 > width, line.count > indent {
+                lines.append(line)
+                line = String(repeating: " ", count: indent)
+            }
+            if line.count > indent { line += " " }
+            line += word
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n")
+    }
+}
