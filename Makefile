@@ -1,0 +1,34 @@
+# adcache — see README.md.
+SWIFT ?= swift
+CACHE ?= .demo-cache
+BIN = .build/debug/adcache
+
+.PHONY: all deps build demo test lint clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(SWIFT) build
+
+# The main job on the bundled example feed: no network needed.
+demo: build
+	rm -rf $(CACHE)
+	$(BIN) --cache-dir $(CACHE) fetch --no-progress Examples/feed.json
+	$(BIN) --cache-dir $(CACHE) list
+	$(BIN) --cache-dir $(CACHE) next --json
+
+# The tests (mandoc lints the man page; nginx serves the big-file test).
+test:
+	@scripts/deps.sh mandoc
+	$(SWIFT) build
+	$(SWIFT) test
+
+lint:
+	@scripts/deps.sh mandoc
+	mandoc -T lint -W warning man/adcache.1
+
+clean:
+	rm -rf .build $(CACHE)

@@ -1,0 +1,191 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import AdCacheKit
+
+/// A cache with ready ads whose files exist, for selection and pruning tests.
+struct CacheFixture {
+    let dir = TempDir()
+    let store: CacheStore
+
+    init() throws {
+        store = CacheStore(directory: dir.path + "/cache")
+        try store.prepare()
+    }
+
+    func remove() { dir.remove() }
+
+    /// A ready record with a real file of `bytes` bytes.
+    func ready(_ id: String, priority: Int64 = 0, bytes: Int = 100, configure: (inout AdRecord) -> Void = { _ in }) -> AdRecord {
+        var ad = FeedAd(id: id, url: "https://cdn.example.com/\(id).jpg")
+        ad.priority = priority
+        ad.type = .image
+        var r = AdRecord(ad: ad)
+        r.state = .ready
+        r.file = SHA256Hasher.hex(r.url) + ".jpg"
+        r.bytes = Int64(bytes)
+        FileManager.default.createFile(atPath: store.assetPath(r.file!), contents: Data(Media.jpeg(bytes)))
+        configure(&r)
+        return r
+    }
+
+    func save(_ ads: [AdRecord]) throws {
+        var index = CacheIndex()
+        index.ads = ads
+        try store.save(index)
+    }
+
+    func index() throws -> CacheIndex { try store.load(warn: { _ in }) }
+}
+
+@Suite struct SelectionTests {
+    let now = 1_803_859_200.0
+
+    func pick(_ f: CacheFixture, _ options: NextOptions = NextOptions(), at t: Double? = nil) throws -> String? {
+        var o = options
+        o.at = t ?? now
+        return try Selector(store: f.store, warn: { _ in }).next(o)?.record.id
+    }
+
+    @Test func highestPriorityWins() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("low", priority: 1), f.ready("high", priority: 9), f.ready("mid", priority: 5)])
+        #expect(try pick(f) == "high")
+    }
+
+    @Test func equalAdsRotateStrictlyEvenWithinOneSecond() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("c"), f.ready("a"), f.ready("b")])
+        var seen: [String] = []
+        for _ in 0..<6 { seen.append(try #require(try pick(f))) }   // all at the same instant
+        #expect(seen == ["a", "b", "c", "a", "b", "c"])
+    }
+
+    @Test func soonestExpiryBreaksTiesThenID() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("late") { $0.expires = 1_900_000_000 }, f.ready("soon") { $0.expires = 1_850_000_000 },
+                    f.ready("never")])
+        var peek = NextOptions(); peek.peek = true
+        #expect(try pick(f, peek) == "soon")
+    }
+
+    @Test func recordsExactlyOneShowAndPeekRecordsNone() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a") { $0.maxShows = 2 }])
+        var peek = NextOptions(); peek.peek = true
+        let peeked = try #require(try Selector(store: f.store, warn: { _ in }).next({ var o = peek; o.at = now; return o }()))
+        #expect(peeked.remainingShows == 2)
+        #expect(try f.index().ads[0].shows == 0)
+        let shown = try #require(try Selector(store: f.store, warn: { _ in }).next({ var o = NextOptions(); o.at = now; return o }()))
+        #expect(shown.remainingShows == 1)
+        #expect(try f.index().ads[0].shows == 1)
+        #expect(try f.index().ads[0].lastShown == now)
+        #expect(try pick(f) == "a")
+        #expect(try pick(f) == nil)   // exhausted
+        #expect(try f.index().ads[0].shows == 2)
+    }
+
+    @Test func startAndExpiryWindow() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("window") { $0.start = 1_803_859_200; $0.expires = 1_803_859_260 }])
+        var peek = NextOptions(); peek.peek = true
+        #expect(try pick(f, peek, at: now - 1) == nil)
+        #expect(try pick(f, peek, at: now) == "window")
+        #expect(try pick(f, peek, at: now + 59.9) == "window")
+        #expect(try pick(f, peek, at: now + 60) == nil)
+    }
+
+    @Test func dailyCapResetsOnTheNextLocalDay() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("capped", priority: 5) { $0.maxShowsPerDay = 2 }, f.ready("other")])
+        #expect(try pick(f, at: now + 10) == "capped")
+        #expect(try pick(f, at: now + 20) == "capped")
+        #expect(try pick(f, at: now + 30) == "other")
+        #expect(try pick(f, at: now + 86400 + 10) == "capped")
+    }
+
+    @Test func minIntervalBetweenShows() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a") { $0.minInterval = 3600 }])
+        #expect(try pick(f, at: now) == "a")
+        #expect(try pick(f, at: now + 3599) == nil)
+        #expect(try pick(f, at: now + 3600) == "a")
+    }
+
+    @Test func clockJumpingBackNeitherFailsNorRevivesExpiredAds() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a") { $0.minInterval = 600; $0.expires = 1_803_859_300 }])
+        #expect(try pick(f, at: now) == "a")
+        // The clock jumps back a year: the last show is far "in the future"; still counted.
+        #expect(try pick(f, at: now - 86400 * 365) == "a")
+        #expect(try f.index().ads[0].shows == 2)
+        // Forward past expiry: never shown again.
+        #expect(try pick(f, at: now + 86400 * 365) == nil)
+    }
+
+    @Test func typeAndPlacementFilter() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("img", priority: 9), f.ready("vid") { $0.type = .video },
+                    f.ready("banner", priority: 10) { $0.placement = "banner" }])
+        var o = NextOptions(); o.peek = true
+        #expect(try pick(f, o) == "img")
+        o.type = .video
+        #expect(try pick(f, o) == "vid")
+        o.type = nil; o.placement = "banner"
+        #expect(try pick(f, o) == "banner")
+        o.placement = "interstitial"
+        #expect(try pick(f, o) == nil)
+    }
+
+    @Test func cooldownAppliesToPeekToo() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a"), f.ready("b")])
+        #expect(try pick(f, at: now) == "a")
+        var o = NextOptions(); o.cooldown = 30
+        #expect(try pick(f, o, at: now + 10) == nil)
+        o.peek = true
+        #expect(try pick(f, o, at: now + 10) == nil)
+        #expect(try pick(f, o, at: now + 31) == "b")
+    }
+
+    @Test func missingOrWrongSizeFileIsSkippedNotFatal() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        let gone = f.ready("gone", priority: 9)
+        let wrong = f.ready("wrong", priority: 8) { $0.bytes = 5 }
+        try f.save([gone, wrong, f.ready("ok")])
+        FileIO.remove(f.store.assetPath(gone.file!))
+        #expect(try pick(f) == "ok")
+        let states = try f.store.listing(at: now, warn: { _ in }).map(\.state)
+        #expect(states == [.missing, .missing, .ready])
+    }
+
+    @Test func withdrawnPendingAndFailedAreNeverShown() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("w") { $0.state = .withdrawn }, f.ready("p") { $0.state = .pending },
+                    f.ready("x") { $0.state = .failed }])
+        #expect(try pick(f) == nil)
+    }
+
+    @Test func emptyOrAbsentCacheHasNothingToShow() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let store = CacheStore(directory: dir.path + "/none")
+        #expect(try Selector(store: store, warn: { _ in }).next(NextOptions()) == nil)
+        #expect(!FileIO.exists(dir.path + "/none"))   // next creates nothing
+    }
+
+    @Test func listStates() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([
+            f.ready("ready"),
+            f.ready("scheduled") { $0.start = 1_803_859_300 },
+            f.ready("expired") { $0.expires = 1_803_859_100 },
+            f.ready("exhausted") { $0.maxShows = 1; $0.shows = 1 },
+            f.ready("withdrawn") { $0.state = .withdrawn },
+            f.ready("pending") { $0.state = .pending; $0.file = nil },
+            f.ready("failed") { $0.state = .failed; $0.file = nil; $0.error = "HTTP 404" },
+        ])
+        let entries = try f.store.listing(at: now, warn: { _ in })
+        #expect(entries.map(\.state.rawValue) == entries.map(\.record.id))
+        #expect(entries.last?.json.render().contains(#""error":"HTTP 404""#) == true)
+    }
+}

@@ -1,0 +1,119 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import AdCacheKit
+
+/// A fresh temporary directory; `remove()` it in a `defer`.
+public struct TempDir: Sendable {
+    public let path: String
+
+    public init() {
+        var template = Array((NSTemporaryDirectory() + "adcache-test-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        path = made.map { String(cString: $0) } ?? NSTemporaryDirectory() + "adcache-test-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    public func remove() { try? FileManager.default.removeItem(atPath: path) }
+
+    public func file(_ name: String) -> String { path + "/" + name }
+
+    @discardableResult
+    public func write(_ name: String, _ text: String) -> String {
+        write(name, Array(text.utf8))
+    }
+
+    @discardableResult
+    public func write(_ name: String, _ bytes: [UInt8]) -> String {
+        let p = file(name)
+        try? FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: p, contents: Data(bytes))
+        return p
+    }
+}
+
+/// Small valid media files (the first bytes are what adcache checks) and their digests.
+public enum Media {
+    public static func jpeg(_ size: Int = 2048, seed: UInt8 = 1) -> [UInt8] {
+        [0xFF, 0xD8, 0xFF, 0xE0] + filler(size - 6, seed) + [0xFF, 0xD9]
+    }
+
+    public static func png(_ size: Int = 2048, seed: UInt8 = 2) -> [UInt8] {
+        [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + filler(size - 8, seed)
+    }
+
+    public static func mp4(_ size: Int = 4096, seed: UInt8 = 3) -> [UInt8] {
+        [0, 0, 0, 0x18] + Array("ftypisom".utf8) + filler(size - 12, seed)
+    }
+
+    public static let html = Array("<!DOCTYPE html><html><body>Welcome to the Wi-Fi portal</body></html>".utf8)
+
+    static func filler(_ n: Int, _ seed: UInt8) -> [UInt8] {
+        var x = UInt32(seed) &* 2654435761 | 1
+        return (0..<max(0, n)).map { _ in
+            x ^= x << 13; x ^= x >> 17; x ^= x << 5
+            return UInt8(truncatingIfNeeded: x)
+        }
+    }
+
+    public static func sha256(_ bytes: [UInt8]) -> String {
+        let h = SHA256Hasher()
+        h.update(bytes)
+        return h.finalizeHex()
+    }
+}
+
+/// Runs the built `adcache` binary as a person would, capturing stdout, stderr and the exit
+/// code separately.
+public struct Run: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+
+    public var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+}
+
+public enum Adcache {
+    /// The binary beside the test bundle (`.build/<config>/adcache`).
+    public static var binary: String {
+        var candidates: [String] = []
+        let arg0 = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        candidates.append(arg0.appendingPathComponent("adcache").path)
+        let bundle = Bundle.main.bundleURL
+        candidates.append(bundle.deletingLastPathComponent().appendingPathComponent("adcache").path)
+        candidates.append(bundle.appendingPathComponent("adcache").path)
+        for c in Bundle.allBundles.map({ $0.bundleURL.deletingLastPathComponent().appendingPathComponent("adcache").path }) {
+            candidates.append(c)
+        }
+        candidates.append(FileManager.default.currentDirectoryPath + "/.build/debug/adcache")
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
+    }
+
+    /// Runs `adcache args…` with `environment` added to a minimal one (HOME points into
+    /// `home` so that no real cache is touched).
+    public static func run(_ args: [String], environment: [String: String] = [:], cwd: String? = nil) -> Run {
+        let scratch = TempDir()
+        defer { scratch.remove() }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = args
+        var env = ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "TZ": "UTC"]
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
+        let outPath = scratch.file("stdout"), errPath = scratch.file("stderr")
+        FileManager.default.createFile(atPath: outPath, contents: nil)
+        FileManager.default.createFile(atPath: errPath, contents: nil)
+        p.standardOutput = FileHandle(forWritingAtPath: outPath)
+        p.standardError = FileHandle(forWritingAtPath: errPath)
+        p.standardInput = FileHandle.nullDevice
+        do { try p.run() } catch { return Run(status: -1, stdout: "", stderr: "cannot run \(binary): \(error)") }
+        p.waitUntilExit()
+        let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+        let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+        return Run(status: p.terminationStatus, stdout: out, stderr: err)
+    }
+}
