@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import AdCacheKit
 
 /// A small HTTP/1.1 server on 127.0.0.1 for the tests: it binds port 0, reads the port back
 /// with `getsockname`, logs every request, and answers through a handler that can produce
@@ -14,6 +15,8 @@ public final class LoopbackServer: @unchecked Sendable {
         public var method: String
         public var path: String
         public var headers: [String: String]
+        /// When it arrived (seconds on the monotonic clock).
+        public var receivedAt: Double = monotonicNow()
 
         public func header(_ name: String) -> String? { headers[name.lowercased()] }
     }

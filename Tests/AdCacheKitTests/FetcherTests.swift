@@ -1,0 +1,524 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import AdCacheKit
+
+/// `fetch` against a real HTTP server on 127.0.0.1.
+final class FetchHarness: @unchecked Sendable {
+    let dir = TempDir()
+    let store: CacheStore
+    var files: [String: [UInt8]] = [:]
+    var server: LoopbackServer!
+    var warnings: [String] = []
+    private let lock = NSLock()
+    /// Overrides for a path: return nil to fall through to the static files.
+    var override: (@Sendable (LoopbackServer.Request) -> LoopbackServer.Response?)?
+
+    init() throws {
+        store = CacheStore(directory: dir.path + "/cache")
+        server = try LoopbackServer { [unowned self] request in
+            if let o = self.currentOverride(), let r = o(request) { return r }
+            guard let body = self.file(request.path) else { return .text(404, "not found") }
+            return .file(body, for: request, etag: "\"\(Media.sha256(body).prefix(12))\"", contentType: "image/jpeg")
+        }
+    }
+
+    func currentOverride() -> (@Sendable (LoopbackServer.Request) -> LoopbackServer.Response?)? {
+        lock.lock(); defer { lock.unlock() }
+        return override
+    }
+
+    func setOverride(_ o: (@Sendable (LoopbackServer.Request) -> LoopbackServer.Response?)?) {
+        lock.lock(); override = o; lock.unlock()
+    }
+
+    func file(_ path: String) -> [UInt8]? {
+        lock.lock(); defer { lock.unlock() }
+        return files[path]
+    }
+
+    func put(_ path: String, _ bytes: [UInt8]) {
+        lock.lock(); files[path] = bytes; lock.unlock()
+    }
+
+    func feed(_ json: String, at path: String = "/feed.json") {
+        put(path, Array(json.utf8))
+    }
+
+    deinit {
+        server.stop()
+        dir.remove()
+    }
+
+    func fetch(_ configure: (inout FetchOptions) -> Void = { _ in }) throws -> FetchReport {
+        var o = FetchOptions()
+        o.feed = server.url("/feed.json")
+        o.transfer.retryBaseDelay = 0.05
+        configure(&o)
+        let fetcher = Fetcher(store: store, options: o, warn: { [unowned self] w in self.lock.lock(); self.warnings.append(w); self.lock.unlock() })
+        return try fetcher.run()
+    }
+
+    func index() throws -> CacheIndex { try store.load(warn: { _ in }) }
+
+    func assetBodyRequests(_ path: String) -> Int {
+        server.requests(to: path).count
+    }
+
+    /// Bytes of the file an ad points at.
+    func cachedBytes(_ id: String) throws -> [UInt8]? {
+        guard let r = try index().ads.first(where: { $0.id == id }), let f = r.file else { return nil }
+        return try FileIO.read(store.assetPath(f))
+    }
+
+    var snapshot: [String: Data] {
+        var out: [String: Data] = [:]
+        let root = store.directory
+        guard let e = FileManager.default.enumerator(atPath: root) else { return out }
+        while let p = e.nextObject() as? String {
+            if p.hasSuffix(".lock") { continue }
+            if let d = FileManager.default.contents(atPath: root + "/" + p) { out[p] = d }
+        }
+        return out
+    }
+}
+
+@Suite struct FetcherTests {
+    @Test func downloadsValidatesAndCommits() throws {
+        let h = try FetchHarness()
+        let jpeg = Media.jpeg(5000), mp4 = Media.mp4(9000)
+        h.put("/a.jpg", jpeg)
+        h.put("/v/clip", mp4)
+        h.feed(#"{"version":1,"ads":[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(jpeg))"},{"id":"v","url":"/v/clip"}]}"#)
+        let report = try h.fetch()
+        #expect(report.summary == "2 ads: 2 ready (2 downloaded)")
+        #expect(report.exitCode == 0)
+        #expect(try h.cachedBytes("a") == jpeg)
+        #expect(try h.cachedBytes("v") == mp4)
+        let v = try #require(try h.index().ads.first { $0.id == "v" })
+        #expect(v.type == .video)   // from the first bytes
+        #expect(v.file == SHA256Hasher.hex(h.server.url("/v/clip")) + ".mp4")
+        #expect(v.etag != nil && v.state == .ready)
+        #expect(try h.index().feed?.url == h.server.url("/feed.json"))
+        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+    }
+
+    @Test func secondFetchRevalidatesAndTransfersNoBodies() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.put("/b.png", Media.png())
+        let sha = Media.sha256(Media.png())
+        h.feed(#"{"ads":[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.png","sha256":"\#(sha)"}]}"#)
+        _ = try h.fetch()
+        let report = try h.fetch()
+        #expect(report.summary == "2 ads: 2 ready (2 unchanged)")
+        #expect(report.feedStatus == "unchanged")
+        // The feed and a.jpg were asked conditionally and answered 304; b.png not asked at all.
+        let feedRequests = h.server.requests(to: "/feed.json")
+        #expect(feedRequests.count == 2)
+        #expect(feedRequests[1].header("If-None-Match") != nil)
+        let a = h.server.requests(to: "/a.jpg")
+        #expect(a.count == 2)
+        #expect(a[1].header("If-None-Match") != nil)
+        #expect(h.server.requests(to: "/b.png").count == 1)
+    }
+
+    @Test func changedAssetIsDownloadedAgain() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg(3000, seed: 1))
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        _ = try h.fetch()
+        h.put("/a.jpg", Media.jpeg(4000, seed: 9))
+        let report = try h.fetch()
+        #expect(report.ads[0].outcome == .downloaded)
+        #expect(try h.cachedBytes("a") == Media.jpeg(4000, seed: 9))
+        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+    }
+
+    @Test func showsFollowTheIDAndTheFeedIsAuthoritative() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.put("/b.jpg", Media.jpeg(seed: 7))
+        h.feed(#"[{"id":"a","url":"a.jpg","maxShows":5},{"id":"b","url":"b.jpg"}]"#)
+        _ = try h.fetch()
+        var o = NextOptions(); o.type = nil
+        _ = try Selector(store: h.store, warn: { _ in }).next(o)   // a (id order)
+        _ = try Selector(store: h.store, warn: { _ in }).next(o)   // b
+        h.put("/a2.jpg", Media.jpeg(seed: 3))
+        h.feed(#"[{"id":"a","url":"a2.jpg","maxShows":5}]"#)
+        _ = try h.fetch()
+        let index = try h.index()
+        let a = try #require(index.ads.first { $0.id == "a" })
+        #expect(a.shows == 1 && a.url == h.server.url("/a2.jpg") && a.state == .ready)
+        #expect(index.ads.first { $0.id == "b" }?.state == .withdrawn)
+        for _ in 0..<3 { #expect(try Selector(store: h.store, warn: { _ in }).next(o)?.record.id == "a") }
+        // The old file of a is gone; b's stays until prune.
+        #expect(FileIO.list(h.store.assetsDirectory).count == 2)
+    }
+
+    @Test func failedFeedChangesNothing() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        _ = try h.fetch()
+        let before = h.snapshot
+        for bad in [LoopbackServer.Response.text(500, "oops"), .text(404, "gone"), .text(200, "<html>portal</html>", contentType: "text/html"),
+                    .text(200, #"{"nothing": "here"}"#)] {
+            h.setOverride { $0.path == "/feed.json" ? bad : nil }
+            do {
+                _ = try h.fetch { $0.transfer.retries = 0 }
+                Issue.record("fetch should fail for \(bad.status)")
+            } catch let e as AdCacheError {
+                #expect(e.code == (bad.status == 200 ? .dataError : .unavailable), "\(e)")
+            }
+            #expect(h.snapshot == before)
+        }
+    }
+
+    @Test func unreachableFeedIs69() throws {
+        let h = try FetchHarness()
+        h.server.stop()
+        do {
+            _ = try h.fetch { $0.transfer.retries = 0 }
+            Issue.record("expected failure")
+        } catch let e as AdCacheError {
+            #expect(e.code == .unavailable)
+            #expect(e.message.contains("could not connect"))
+        }
+    }
+
+    @Test func htmlServedAsJPEGIsRejected() throws {
+        let h = try FetchHarness()
+        h.setOverride { $0.path == "/a.jpg" ? LoopbackServer.Response(status: 200, headers: [("Content-Type", "image/jpeg")], body: Media.html) : nil }
+        h.put("/b.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.jpg"}]"#)
+        let report = try h.fetch()
+        #expect(report.exitCode == ExitCode.tempFail.rawValue)
+        #expect(report.summary == "2 ads: 1 ready (1 downloaded), 1 failed")
+        #expect(report.ads[0].error?.contains("not an image or video") == true)
+        let a = try #require(try h.index().ads.first { $0.id == "a" })
+        #expect(a.state == .failed && a.file == nil)
+        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+    }
+
+    @Test func typeMismatchAndSHAMismatchAreRejected() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.put("/b.jpg", Media.jpeg(seed: 4))
+        h.feed(#"[{"id":"a","url":"a.jpg","type":"video"},{"id":"b","url":"b.jpg","sha256":"\#(String(repeating: "0", count: 64))"}]"#)
+        let report = try h.fetch()
+        #expect(report.ads.map(\.outcome) == [.failed, .failed])
+        #expect(report.ads[0].error?.contains("the ad says video") == true)
+        #expect(report.ads[1].error?.contains("SHA-256") == true)
+        #expect(FileIO.list(h.store.assetsDirectory).isEmpty)
+    }
+
+    @Test func sizeCapWithAndWithoutContentLength() throws {
+        let h = try FetchHarness()
+        h.put("/big.jpg", Media.jpeg(50_000))
+        h.setOverride { r in
+            guard r.path == "/chunked.jpg" else { return nil }
+            var resp = LoopbackServer.Response(status: 200, body: Media.jpeg(50_000))
+            resp.noContentLength = true
+            return resp
+        }
+        h.put("/small.jpg", Media.jpeg(1000))
+        h.feed(#"[{"id":"big","url":"big.jpg"},{"id":"chunked","url":"chunked.jpg"},{"id":"small","url":"small.jpg"}]"#)
+        let report = try h.fetch { $0.maxAssetSize = 10_000 }
+        #expect(report.ads.map(\.outcome) == [.failed, .failed, .downloaded])
+        #expect(report.ads[0].error?.contains("larger than the limit") == true)
+        #expect(report.ads[1].error?.contains("larger than the limit") == true)
+        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+    }
+
+    @Test func oversizedFeedIsRefused() throws {
+        let h = try FetchHarness()
+        h.feed("[" + String(repeating: #"{"url":"a.jpg"},"#, count: 200) + #"{"url":"a.jpg"}]"#)
+        #expect(throws: AdCacheError.self) { try h.fetch { $0.maxFeedSize = 1000 } }
+    }
+
+    @Test func truncatedBodyLeavesNoAssetAndResumesNextRun() throws {
+        let h = try FetchHarness()
+        let body = Media.mp4(40_000)
+        h.put("/v.mp4", body)
+        h.setOverride { r in
+            guard r.path == "/v.mp4", r.header("Range") == nil else { return nil }
+            var resp = LoopbackServer.Response.file(body, for: r, etag: "\"v1\"")
+            resp.truncateAfter = 15_000
+            return resp
+        }
+        h.feed(#"[{"id":"v","url":"v.mp4"}]"#)
+        let first = try h.fetch { $0.transfer.retries = 0 }
+        #expect(first.ads[0].outcome == .failed)
+        #expect(FileIO.list(h.store.assetsDirectory).isEmpty)
+        #expect(try h.index().ads[0].state == .failed)
+        // The partial file is kept for resuming.
+        let partial = h.store.partialDirectory + "/" + SHA256Hasher.hex(h.server.url("/v.mp4")) + ".part"
+        #expect(FileIO.size(partial) == 15_000)
+
+        h.setOverride { r in r.path == "/v.mp4" ? .file(body, for: r, etag: "\"v1\"") : nil }
+        let second = try h.fetch()
+        #expect(second.ads[0].outcome == .resumed)
+        let resume = try #require(h.server.requests(to: "/v.mp4").last)
+        #expect(resume.header("Range") == "bytes=15000-")
+        #expect(resume.header("If-Range") == "\"v1\"")
+        #expect(try h.cachedBytes("v") == body)
+        #expect(try h.index().ads[0].fileSha256 == Media.sha256(body))
+    }
+
+    @Test func resumeOfAChangedResourceStartsOver() throws {
+        let h = try FetchHarness()
+        let old = Media.mp4(30_000, seed: 1), new = Media.mp4(20_000, seed: 2)
+        h.setOverride { r in
+            guard r.path == "/v.mp4" else { return nil }
+            var resp = LoopbackServer.Response.file(old, for: r, etag: "\"old\"")
+            resp.truncateAfter = 10_000
+            return resp
+        }
+        h.feed(#"[{"id":"v","url":"v.mp4"}]"#)
+        _ = try h.fetch { $0.transfer.retries = 0 }
+        // The server now has another version: If-Range fails, it answers 200 with all of it.
+        h.setOverride { r in r.path == "/v.mp4" ? .file(new, for: r, etag: "\"new\"") : nil }
+        let report = try h.fetch()
+        #expect(report.ads[0].outcome == .downloaded)
+        #expect(try h.cachedBytes("v") == new)
+    }
+
+    @Test func serverThatIgnoresRangeOrAnswers416StartsOver() throws {
+        let h = try FetchHarness()
+        let body = Media.jpeg(20_000)
+        let partialName = SHA256Hasher.hex(h.server.url("/a.jpg")) + ".part"
+        for answer in ["ignore", "416"] {
+            h.setOverride { r in
+                guard r.path == "/a.jpg" else { return nil }
+                if answer == "416", r.header("Range") != nil { return LoopbackServer.Response(status: 416) }
+                return LoopbackServer.Response(status: 200, headers: [("ETag", "\"e\"")], body: body)
+            }
+            try h.store.prepare()
+            h.dir.write("cache/partial/" + partialName, Array(body.prefix(5000)) + [1, 2, 3])   // garbage tail
+            h.dir.write("cache/partial/" + partialName + ".validator", "\"e\"")
+            h.feed(#"[{"id":"a\#(answer)","url":"a.jpg"}]"#)
+            let report = try h.fetch()
+            #expect(report.ads[0].outcome == .downloaded, "\(answer): \(report.ads[0])")
+            #expect(try h.cachedBytes("a\(answer)") == body)
+        }
+    }
+
+    @Test func transientErrorsAreRetriedHonouringRetryAfter() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let attempts = Counter()
+        h.setOverride { r in
+            guard r.path == "/a.jpg" else { return nil }
+            if attempts.next() < 2 { return LoopbackServer.Response(status: 503, headers: [("Retry-After", "1")]) }
+            return nil
+        }
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        let report = try h.fetch { $0.transfer.retries = 2 }
+        #expect(report.ads[0].outcome == .downloaded)
+        let tries = h.server.requests(to: "/a.jpg")
+        #expect(tries.count == 3)
+        // Retry-After: 1 is honoured although the back-off base is 0.05 s.
+        #expect(tries[1].receivedAt - tries[0].receivedAt >= 0.95)
+        #expect(tries[2].receivedAt - tries[1].receivedAt >= 0.95)
+    }
+
+    @Test func permanentErrorsAreNotRetried() throws {
+        let h = try FetchHarness()
+        h.feed(#"[{"id":"a","url":"missing.jpg"}]"#)
+        let report = try h.fetch { $0.transfer.retries = 3 }
+        #expect(report.ads[0].error?.contains("HTTP 404") == true)
+        #expect(h.server.requests(to: "/missing.jpg").count == 1)
+    }
+
+    @Test func retriesGiveUpAfterTheLimit() throws {
+        let h = try FetchHarness()
+        h.setOverride { $0.path == "/a.jpg" ? .text(500, "down") : nil }
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        let report = try h.fetch { $0.transfer.retries = 2 }
+        #expect(report.ads[0].outcome == .failed)
+        #expect(h.server.requests(to: "/a.jpg").count == 3)
+    }
+
+    @Test func redirectsAreFollowedButNeverToFile() throws {
+        let h = try FetchHarness()
+        h.put("/real.jpg", Media.jpeg())
+        h.setOverride { r in
+            switch r.path {
+            case "/moved.jpg": return .redirect("/real.jpg")
+            case "/evil.jpg": return .redirect("file:///etc/passwd")
+            case "/loop.jpg": return .redirect("/loop.jpg")
+            default: return nil
+            }
+        }
+        h.feed(#"[{"id":"ok","url":"moved.jpg"},{"id":"evil","url":"evil.jpg"},{"id":"loop","url":"loop.jpg"}]"#)
+        let report = try h.fetch()
+        #expect(report.ads.map(\.outcome) == [.downloaded, .failed, .failed])
+        #expect(report.ads[2].error?.contains("too many redirects") == true)
+        #expect(h.server.requests(to: "/loop.jpg").count == 6)   // the first + 5 redirects
+        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+    }
+
+    @Test func feedRedirectMovesTheBaseForRelativeURLs() throws {
+        let h = try FetchHarness()
+        h.put("/new/a.jpg", Media.jpeg())
+        h.setOverride { $0.path == "/feed.json" ? .redirect("/new/feed.json") : nil }
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#, at: "/new/feed.json")
+        let report = try h.fetch()
+        #expect(report.ads[0].outcome == .downloaded)
+        // FEED is remembered as given, not after redirects.
+        #expect(try h.index().feed?.url == h.server.url("/feed.json"))
+    }
+
+    @Test func stalledTransferIsAbandoned() throws {
+        let h = try FetchHarness()
+        h.setOverride { r in
+            guard r.path == "/slow.jpg" else { return nil }
+            var resp = LoopbackServer.Response(status: 200, body: Media.jpeg(4000))
+            resp.dripChunk = 10
+            resp.dripPause = 0.5
+            return resp
+        }
+        h.feed(#"[{"id":"s","url":"slow.jpg"}]"#)
+        let report = try h.fetch { $0.transfer.stallSeconds = 1; $0.transfer.retries = 0 }
+        #expect(report.ads[0].error?.contains("stalled") == true)
+    }
+
+    @Test func deadlineKeepsWhatFinishedAndLeavesTheRestPending() throws {
+        let h = try FetchHarness()
+        h.put("/fast.jpg", Media.jpeg())
+        h.setOverride { r in
+            guard r.path == "/slow.mp4" else { return nil }
+            var resp = LoopbackServer.Response.file(Media.mp4(100_000), for: r, etag: "\"s\"")
+            resp.dripChunk = 10_000
+            resp.dripPause = 0.3
+            return resp
+        }
+        h.feed(#"[{"id":"fast","url":"fast.jpg"},{"id":"slow","url":"slow.mp4"}]"#)
+        let report = try h.fetch { $0.transfer.deadline = monotonicNow() + 1.2 }
+        #expect(report.exitCode == ExitCode.tempFail.rawValue)
+        #expect(report.ads.map(\.outcome) == [.downloaded, .pending])
+        let index = try h.index()
+        #expect(index.ads.map(\.state) == [.ready, .pending])
+        // The partial download stays for the next run to resume.
+        #expect(FileIO.list(h.store.partialDirectory).contains { $0.hasSuffix(".part") })
+    }
+
+    @Test func expiredAdsAreNotDownloadedScheduledOnesAre() throws {
+        let h = try FetchHarness()
+        h.put("/old.jpg", Media.jpeg())
+        h.put("/future.jpg", Media.jpeg(seed: 5))
+        h.feed(#"[{"id":"old","url":"old.jpg","expires":1000000000},{"id":"future","url":"future.jpg","start":"2099-01-01T00:00:00Z"}]"#)
+        let report = try h.fetch()
+        #expect(report.ads.map(\.outcome) == [.expired, .downloaded])
+        #expect(h.server.requests(to: "/old.jpg").isEmpty)
+        #expect(report.exitCode == 0)
+    }
+
+    @Test func twoAdsWithOneURLShareOneFileAndOneRequest() throws {
+        let h = try FetchHarness()
+        h.put("/same.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"same.jpg"},{"id":"b","url":"same.jpg","placement":"banner"}]"#)
+        _ = try h.fetch()
+        let index = try h.index()
+        #expect(index.ads[0].file == index.ads[1].file)
+        #expect(h.server.requests(to: "/same.jpg").count == 1)
+        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+    }
+
+    @Test func rebuildAfterALostIndexReusesFiles() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(Media.jpeg()))"}]"#)
+        _ = try h.fetch()
+        FileManager.default.createFile(atPath: h.store.indexPath, contents: Data("{ torn".utf8))
+        let report = try h.fetch()
+        #expect(report.ads[0].outcome == .unchanged)
+        #expect(h.server.requests(to: "/a.jpg").count == 1)
+        #expect(h.warnings.contains { $0.contains("moved it aside") })
+        #expect(FileIO.list(h.store.directory).contains { $0.hasPrefix("index.json.corrupt-") })
+    }
+
+    @Test func missingFileIsFetchedAgain() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        _ = try h.fetch()
+        for f in FileIO.list(h.store.assetsDirectory) { FileIO.remove(h.store.assetPath(f)) }
+        #expect(try h.store.listing(at: Date().timeIntervalSince1970, warn: { _ in })[0].state == .missing)
+        let report = try h.fetch()
+        #expect(report.ads[0].outcome == .downloaded)
+        #expect(h.server.requests(to: "/a.jpg").last?.header("If-None-Match") == nil)
+    }
+
+    @Test func headersAndUserAgent() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        _ = try h.fetch { $0.headers = ["Authorization: Bearer t0k3n"]; $0.transfer.userAgent = "kiosk/7" }
+        let feed = try #require(h.server.requests(to: "/feed.json").first)
+        #expect(feed.header("Authorization") == "Bearer t0k3n")
+        #expect(feed.header("User-Agent") == "kiosk/7")
+        let asset = try #require(h.server.requests(to: "/a.jpg").first)
+        #expect(asset.header("Authorization") == nil)   // feed request only
+        #expect(asset.header("User-Agent") == "kiosk/7")
+        #expect(defaultUserAgent().hasPrefix("adcache/") && defaultUserAgent().contains(" libcurl/"))
+    }
+
+    @Test func noFeedAndNoEarlierFetchIsAUsageError() throws {
+        let h = try FetchHarness()
+        do {
+            _ = try h.fetch { $0.feed = nil }
+            Issue.record("expected a usage error")
+        } catch let e as AdCacheError {
+            #expect(e.code == .usage)
+        }
+        h.put("/a.jpg", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        _ = try h.fetch()
+        #expect(try h.fetch { $0.feed = nil }.feed == h.server.url("/feed.json"))
+    }
+
+    @Test func parallelTransfersOverlap() throws {
+        let h = try FetchHarness()
+        var ads: [String] = []
+        for i in 0..<8 {
+            h.put("/\(i).jpg", Media.jpeg(seed: UInt8(i)))
+            ads.append(#"{"id":"\#(i)","url":"\#(i).jpg"}"#)
+        }
+        let inFlight = Gauge()
+        h.setOverride { r in
+            guard r.path.hasSuffix(".jpg"), let body = h.file(r.path) else { return nil }
+            inFlight.enter()
+            usleep(300_000)
+            inFlight.leave()
+            return LoopbackServer.Response.file(body, for: r)
+        }
+        h.feed("[" + ads.joined(separator: ",") + "]")
+        let report = try h.fetch { $0.transfer.parallel = 3 }
+        #expect(report.ads.allSatisfy { $0.outcome == .downloaded })
+        #expect(inFlight.peak == 3)   // never more than --parallel, and really that many at once
+    }
+}
+
+/// How many handlers run at once, and the most there ever were.
+final class Gauge: @unchecked Sendable {
+    private var now = 0
+    private(set) var peakValue = 0
+    private let lock = NSLock()
+    var peak: Int { lock.lock(); defer { lock.unlock() }; return peakValue }
+    func enter() { lock.lock(); now += 1; peakValue = max(peakValue, now); lock.unlock() }
+    func leave() { lock.lock(); now -= 1; lock.unlock() }
+}
+
+/// A thread-safe counter for server handlers.
+final class Counter: @unchecked Sendable {
+    private var value = 0
+    private let lock = NSLock()
+    func next() -> Int {
+        lock.lock(); defer { lock.unlock() }
+        value += 1
+        return value - 1
+    }
+}
