@@ -39,6 +39,7 @@ public final class Fetcher {
     }
 
     public func run() throws -> FetchReport {
+        if let given = options.feed { _ = try FeedLocation(given) }   // a bad FEED changes nothing
         if options.jitter > 0 {
             usleep(useconds_t(Double.random(in: 0...options.jitter) * 1_000_000))
         }
