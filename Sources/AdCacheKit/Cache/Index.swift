@@ -21,6 +21,9 @@ public struct AdRecord: Codable, Equatable, Sendable {
     /// The file's name in `assets/` once downloaded.
     public var file: String?
     public var bytes: Int64?
+    /// The file's modification time (nanoseconds) when it was committed: with `bytes`, it
+    /// tells that the file in `assets/` is still the one this record describes.
+    public var fileMtime: Int64?
     /// The feed's `sha256`, when it gave one.
     public var sha256: String?
     /// The SHA-256 of the cached file, computed while it was downloaded.
@@ -66,6 +69,7 @@ public struct AdRecord: Codable, Equatable, Sendable {
             state = .pending
             file = nil
             bytes = nil
+            fileMtime = nil
             fileSha256 = nil
             etag = nil
             lastModified = nil

@@ -66,6 +66,7 @@ public final class Pruner {
                     dropped.append((r, state.rawValue))
                     r.file = nil
                     r.bytes = nil
+                    r.fileMtime = nil
                     r.fileSha256 = nil
                     kept.append(r)
                 default:
@@ -114,6 +115,7 @@ public final class Pruner {
                     if let f = kept[i].file, removedFiles.contains(f) {
                         kept[i].file = nil
                         kept[i].bytes = nil
+                        kept[i].fileMtime = nil
                         kept[i].fileSha256 = nil
                         kept[i].etag = nil
                         kept[i].lastModified = nil
@@ -135,7 +137,7 @@ public final class Pruner {
                     if !options.dryRun { FileIO.remove(self.store.partialDirectory + "/" + name) }
                 }
             }
-            for name in FileIO.list(self.store.directory) where name.hasPrefix("index.json.tmp-") {
+            for name in FileIO.list(self.store.directory) where name.hasPrefix("index.json.tmp") {
                 report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: FileIO.size(self.store.directory + "/" + name) ?? 0))
                 if !options.dryRun { FileIO.remove(self.store.directory + "/" + name) }
             }

@@ -211,7 +211,8 @@ final class EasyTransfer {
         response.effectiveURL = urlPointer.map { String(cString: $0) } ?? request.url
 
         if code == CURLE_OK, fd >= 0, fsync(fd) != 0 {
-            failure = .writeFailed(FileIO.errnoText(), errno: errno)
+            let e = errno
+            failure = .writeFailed(FileIO.errnoText(e), errno: e)
         }
         closeFile()
         if let failure {

@@ -81,6 +81,10 @@ public final class Fetcher {
                                    fetchedAt: now())
         try commit(feed.ads, results: results, feedState: feedState)
 
+        // What succeeded is committed; a failing disk still ends the run with its own error.
+        if let diskError = results.values.compactMap(\.ioError).first, diskError.code == .ioError {
+            throw diskError
+        }
         let incomplete = report.ads.contains { $0.outcome == .failed || $0.outcome == .pending }
         report.exitCode = incomplete ? ExitCode.tempFail.rawValue : 0
         return report
@@ -137,11 +141,14 @@ public final class Fetcher {
         var outcome: FetchReport.Outcome
         var file: String?
         var bytes: Int64?
+        var fileMtime: Int64?
         var fileSha256: String?
         var etag: String?
         var lastModified: String?
         var type: AdType?
         var error: String?
+        /// Set when the local disk failed (full, I/O error): the run exits 74.
+        var ioError: AdCacheError?
     }
 
     /// One download (ads that share a URL share it).
@@ -158,7 +165,7 @@ public final class Fetcher {
         var jobByURL: [String: Int] = [:]
         let byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var readyByURL: [String: AdRecord] = [:]
-        for r in index.ads where r.state != .pending && r.file != nil && isPresent(r) {
+        for r in index.ads where r.state != .pending && store.filePresent(r) {
             readyByURL[r.url] = readyByURL[r.url] ?? r
         }
         let t = now()
@@ -177,7 +184,7 @@ public final class Fetcher {
                 continue
             }
             // The file we have for this URL: this ad's own, or one another ad shares.
-            let mine = byID[ad.id].flatMap { $0.url == ad.url && $0.file != nil && isPresent($0) ? $0 : nil }
+            let mine = byID[ad.id].flatMap { $0.url == ad.url && store.filePresent($0) ? $0 : nil }
             let cached = mine ?? readyByURL[ad.url]
             if let reused = reuse(ad, cached: cached) {
                 results[ad.id] = reused
@@ -213,17 +220,11 @@ public final class Fetcher {
         return results
     }
 
-    /// True when a cached record's file is there with its recorded size.
-    private func isPresent(_ r: AdRecord) -> Bool {
-        guard let file = r.file else { return false }
-        return FileIO.size(store.assetPath(file)) == r.bytes
-    }
-
     /// The cases where no request is needed: a cached file whose sha256 the feed confirms, an
     /// unchanged local file, or (after a lost index) a file already in `assets/` for this URL.
     private func reuse(_ ad: FeedAd, cached: AdRecord?) -> AssetResult? {
         if let c = cached {
-            let asIs = AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileSha256: c.fileSha256,
+            let asIs = AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
                                    etag: c.etag, lastModified: c.lastModified, type: c.type)
             if let sha = ad.sha256, c.fileSha256 == sha { return asIs }
             if ad.url.hasPrefix("file:"), let stamp = localStamp(ad.url), stamp == c.lastModified,
@@ -237,8 +238,9 @@ public final class Fetcher {
         guard let name = FileIO.list(store.assetsDirectory).first(where: { $0.hasPrefix(hash + ".") }) else { return nil }
         let path = store.assetPath(name)
         guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
+              let stamp = FileIO.stamp(path),
               let sha = SHA256Hasher.hex(ofFile: path), ad.sha256 == nil || ad.sha256 == sha else { return nil }
-        return AssetResult(outcome: .unchanged, file: name, bytes: FileIO.size(path), fileSha256: sha,
+        return AssetResult(outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: sha,
                            lastModified: ad.url.hasPrefix("file:") ? localStamp(ad.url) : nil, type: format.type)
     }
 
@@ -265,11 +267,17 @@ public final class Fetcher {
             if error == .deadline {
                 return AssetResult(outcome: .pending, error: "not downloaded before the deadline")
             }
+            if case .writeFailed(let text, let code) = error {
+                // The disk, not the network: the partial file goes, and the run ends in 74.
+                var r = failed("cannot write \(partial): \(text)")
+                r.ioError = FileIO.writeError("cannot write \(partial)", code)
+                return r
+            }
             let resumable = FileIO.exists(EasyTransfer.validatorPath(partial))
             return failed("\(ad.url): \(error)", keepPartial: resumable)
         }
         if response.notModified, let c = job.cached {
-            return AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileSha256: c.fileSha256,
+            return AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
                                etag: response.headers["etag"] ?? c.etag,
                                lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
         }
@@ -294,9 +302,10 @@ public final class Fetcher {
         }
         FileIO.remove(EasyTransfer.validatorPath(partial))
         FileIO.syncDirectory(store.assetsDirectory)
+        let stamp = FileIO.stamp(target)
         let lastModified = job.request.allowFile ? localStamp(ad.url) : response.headers["last-modified"]
         return AssetResult(outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
-                           fileSha256: response.fileSha256, etag: response.headers["etag"],
+                           fileMtime: stamp?.mtime, fileSha256: response.fileSha256, etag: response.headers["etag"],
                            lastModified: lastModified, type: format.type)
     }
 
@@ -336,6 +345,7 @@ extension AdRecord {
             state = .ready
             file = r.file
             bytes = r.bytes
+            fileMtime = r.fileMtime
             fileSha256 = r.fileSha256
             etag = r.etag
             lastModified = r.lastModified

@@ -22,9 +22,12 @@ extension AdRecord {
 }
 
 extension CacheStore {
-    /// True when the record's file is in `assets/` with its recorded size.
+    /// True when the record's file is in `assets/` with its recorded size and modification
+    /// time: the very file that was validated and committed. (A crash between moving a new
+    /// version of an asset into place and committing the index leaves a file this record
+    /// does not describe: it counts as missing until the next fetch.)
     public func filePresent(_ r: AdRecord) -> Bool {
-        guard let file = r.file, let bytes = r.bytes else { return false }
-        return FileIO.size(assetPath(file)) == bytes
+        guard let file = r.file, let bytes = r.bytes, let s = FileIO.stamp(assetPath(file)) else { return false }
+        return s.size == bytes && (r.fileMtime == nil || r.fileMtime == s.mtime)
     }
 }

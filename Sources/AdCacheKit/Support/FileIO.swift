@@ -33,6 +33,13 @@ public enum FileIO {
         return Int64(st.st_size)
     }
 
+    /// A regular file's size and modification time (nanoseconds), or nil.
+    public static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return (Int64(st.st_size), Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+    }
+
     /// Reads a whole file, refusing one larger than `limit` bytes.
     public static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -98,10 +105,11 @@ public enum FileIO {
 
     /// Replaces `path` with `bytes` so that a crash at any instant leaves the old file or the
     /// new one: write a temporary in the same directory, fsync it, rename it over the target,
-    /// fsync the directory.
+    /// fsync the directory. Callers serialise writes to one path (the index lock), so the
+    /// temporary has a fixed name: one that a crash leaves behind is reused, never piles up.
     public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent
-        let temp = "\(path).tmp-\(getpid())"
+        let temp = "\(path).tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw writeError("cannot write \(temp)") }
         var failure: Int32? = bytes.withUnsafeBytes { writeAll(fd, $0) }

@@ -1,0 +1,268 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TestSupport
+@testable import AdCacheKit
+
+/// SPEC §6: every guarantee, provoked.
+@Suite(.serialized) struct ReliabilityTests {
+    /// A server with `count` assets, each dripped slowly enough for a kill to land mid-transfer.
+    /// `bump()` publishes a new version of every asset (new bytes, ETags and feed digests).
+    final class SlowAssets: @unchecked Sendable {
+        var server: LoopbackServer!
+        let count: Int, size: Int
+        private var generation = 0
+        private var memo: [Int: [UInt8]] = [:]
+        private let lock = NSLock()
+
+        init(count: Int, size: Int, chunk: Int = 16_384, pause: Double = 0.02) throws {
+            self.count = count
+            self.size = size
+            server = try LoopbackServer { [unowned self] r in
+                let gen = self.currentGeneration
+                if r.path == "/feed.json" { return .text(200, self.feed(gen), contentType: "application/json") }
+                guard r.path.hasPrefix("/a/"), let i = Int(r.path.dropFirst(3)), i < count else { return .text(404, "no") }
+                var resp = LoopbackServer.Response.file(self.body(i, gen), for: r, etag: "\"g\(gen)-\(i)\"")
+                resp.dripChunk = chunk
+                resp.dripPause = pause
+                return resp
+            }
+        }
+
+        var currentGeneration: Int { lock.lock(); defer { lock.unlock() }; return generation }
+        func bump() { lock.lock(); generation += 1; lock.unlock() }
+
+        func body(_ i: Int, _ gen: Int) -> [UInt8] {
+            lock.lock(); defer { lock.unlock() }
+            if let b = memo[gen * 1000 + i] { return b }
+            let seed = UInt8(truncatingIfNeeded: gen * 16 + i + 1)
+            let b = i % 2 == 0 ? Media.jpeg(size, seed: seed) : Media.mp4(size, seed: seed)
+            memo[gen * 1000 + i] = b
+            return b
+        }
+
+        /// Every version of asset `i` served so far.
+        func versions(_ i: Int) -> [[UInt8]] {
+            (0...currentGeneration).map { body(i, $0) }
+        }
+
+        func feed(_ gen: Int) -> String {
+            var ads: [String] = []
+            for i in 0..<count {
+                let sha = i % 3 == 0 ? #","sha256":"\#(Media.sha256(body(i, gen)))""# : ""
+                ads.append(#"{"id":"ad\#(i)","url":"/a/\#(i)"\#(sha)}"#)
+            }
+            return "[" + ads.joined(separator: ",") + "]"
+        }
+    }
+
+    /// Checks what SPEC §6 promises of a cache at rest: the index parses, every ready ad's
+    /// file is complete and validated, nothing is left that could pile up.
+    func checkInvariants(_ cache: String, _ assets: SlowAssets, _ context: String) throws {
+        let store = CacheStore(directory: cache)
+        var warnings: [String] = []
+        let index = try store.load { warnings.append($0) }
+        #expect(warnings.isEmpty, "\(context): \(warnings)")
+        // A crash between moving a new version into assets/ and committing leaves a file the
+        // record does not describe: it must count as missing (never shown), not as ready.
+        for r in index.ads where r.state == .ready && store.filePresent(r) {
+            let file = try #require(r.file, "\(context): ready without a file")
+            let bytes = try FileIO.read(store.assetPath(file))
+            #expect(Int64(bytes.count) == r.bytes, "\(context): \(r.id) size")
+            #expect(Media.sha256(bytes) == r.fileSha256, "\(context): \(r.id) digest")
+            let i = Int(r.url.split(separator: "/").last!)!
+            #expect(assets.versions(i).contains(bytes), "\(context): \(r.id) content")
+        }
+        let stray = FileIO.list(cache).filter { $0.hasPrefix("index.json.") && $0 != "index.json.tmp" }
+        #expect(stray.isEmpty, "\(context): \(stray)")
+        #expect(FileIO.list(cache + "/partial").count <= 2 * assets.count)
+    }
+
+    func spawn(_ args: [String]) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Adcache.binary)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        p.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"]
+        try p.run()
+        return p
+    }
+
+    @Test func killNineAtAnyInstantLeavesAUsableCache() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let assets = try SlowAssets(count: 6, size: 160_000)
+        defer { assets.server.stop() }
+        var kills = 0
+        var i = 0
+        while kills < 20 && i < 80 {
+            defer { i += 1 }
+            let p = try spawn(["--cache-dir", cache, "fetch", "--no-progress", "--parallel", "3", assets.server.url("/feed.json")])
+            usleep(useconds_t(20_000 + (i * 37_000) % 700_000))   // varied moments, 20 to 720 ms in
+            if p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                kills += 1
+            }
+            p.waitUntilExit()
+            try checkInvariants(cache, assets, "after kill \(i)")
+            if i % 2 == 1 { assets.bump() }   // new versions now and then: more to download, more to kill
+        }
+        #expect(kills == 20)
+        print("kill -9 of fetch: \(kills) kills in \(i) runs, cache usable after each")
+        // And the next undisturbed run finishes the job, resuming what was left.
+        let r = Adcache.run(["--cache-dir", cache, "fetch", "--no-progress", assets.server.url("/feed.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        let index = try CacheStore(directory: cache).load(warn: { _ in })
+        #expect(index.ads.count == 6 && index.ads.allSatisfy { $0.state == .ready })
+        try checkInvariants(cache, assets, "after the final fetch")
+        let gen = assets.currentGeneration
+        for r in index.ads {
+            let i = Int(r.url.split(separator: "/").last!)!
+            #expect(try FileIO.read(CacheStore(directory: cache).assetPath(r.file!)) == assets.body(i, gen))
+        }
+        #expect(assets.server.log.contains { $0.header("Range") != nil }, "some download was resumed")
+    }
+
+    @Test func showsRecordedDuringAFetchAreNeverLost() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let assets = try SlowAssets(count: 4, size: 300_000, chunk: 8192, pause: 0.03)
+        defer { assets.server.stop() }
+        // A first fetch makes ads ready.
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", assets.server.url("/feed.json")]).status == 0)
+        // Invalidate the cached files' validators so the next fetch downloads everything again, slowly.
+        let store = CacheStore(directory: cache)
+        try store.update(warn: { _ in }) { index in
+            for i in index.ads.indices { index.ads[i].etag = nil; index.ads[i].lastModified = nil; index.ads[i].sha256 = nil }
+        }
+        let fetch = try spawn(["--cache-dir", cache, "fetch", "--no-progress", "--parallel", "1", assets.server.url("/feed.json")])
+        var shown = 0, during = 0, busy = 0
+        while fetch.isRunning || during < 5 {
+            let r = Adcache.run(["--cache-dir", cache, "next"])
+            if r.status == 0 { shown += 1; if fetch.isRunning { during += 1 } }
+            if r.status == 75 { busy += 1 }
+            if !fetch.isRunning && during >= 5 { break }
+            if shown > 400 { break }
+        }
+        fetch.waitUntilExit()
+        #expect(fetch.terminationStatus == 0)
+        #expect(during >= 5, "next ran while the fetch ran")
+        #expect(busy == 0, "next never waits on a fetch's network I/O")
+        let total = try store.load(warn: { _ in }).ads.reduce(0) { $0 + $1.shows }
+        #expect(total == Int64(shown))
+        print("next during fetch: \(shown) shows recorded (\(during) while the fetch ran), \(total) counted")
+    }
+
+    @Test func diskFullIs74AndKeepsTheOldCache() throws {
+        guard getuid() == 0 else {
+            print("skipped: mounting a small tmpfs needs root (CI runs as root)")
+            return
+        }
+        let dir = TempDir(); defer { dir.remove() }
+        let mountPoint = dir.path + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=512k", "tmpfs", mountPoint]
+        try mount.run()
+        mount.waitUntilExit()
+        guard mount.terminationStatus == 0 else {
+            print("skipped: cannot mount a tmpfs here")
+            return
+        }
+        defer {
+            let u = Process()
+            u.executableURL = URL(fileURLWithPath: "/bin/umount")
+            u.arguments = [mountPoint]
+            try? u.run()
+            u.waitUntilExit()
+        }
+        let cache = mountPoint + "/cache"
+        let small = Media.jpeg(50_000), big = Media.mp4(2_000_000)
+        let withBig = Flag()
+        let server = try LoopbackServer { r in
+            switch r.path {
+            case "/feed.json":
+                return .text(200, withBig.isSet ? #"[{"id":"small","url":"s.jpg"},{"id":"big","url":"b.mp4"}]"# : #"[{"id":"small","url":"s.jpg"}]"#)
+            case "/s.jpg": return .file(small, for: r, etag: "\"s\"")
+            case "/b.mp4": return .file(big, for: r, etag: "\"b\"")
+            default: return .text(404, "no")
+            }
+        }
+        defer { server.stop() }
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")]).status == 0)
+        let store = CacheStore(directory: cache)
+        let before = try store.load(warn: { _ in })
+        let assetsBefore = FileIO.list(store.assetsDirectory)
+        withBig.set()
+        let r = Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")])
+        #expect(r.status == 74, "\(r.stderr)")
+        #expect(r.stderr.contains("No space left on device"))
+        #expect(r.stderr.components(separatedBy: "adcache: error:").count == 2)
+        let after = try store.load(warn: { _ in })
+        #expect(after.ads.first { $0.id == "small" } == before.ads.first { $0.id == "small" })
+        #expect(FileIO.list(store.assetsDirectory) == assetsBefore)
+        #expect(try FileIO.read(store.assetPath(assetsBefore[0])) == small)
+        #expect(FileIO.list(store.partialDirectory).isEmpty)
+        #expect(Adcache.run(["--cache-dir", cache, "next"]).status == 0)
+    }
+
+    @Test func hostileIDsAndURLsNeverBecomePaths() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let cache = dir.path + "/sub/cache"
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in
+            if r.path == "/feed.json" {
+                return .text(200, #"""
+                [{"id":"../../../escape","url":"/../../x.jpg"},
+                 {"id":"/etc/passwd","url":"/a.jpg?name=../../../../tmp/owned.jpg"},
+                 {"id":"nul\u0000byte","url":"/%2e%2e/%2e%2e/y.jpg"},
+                 {"id":"local","url":"file:///etc/hostname"},
+                 {"id":"js","url":"javascript:alert(1)"}]
+                """#)
+            }
+            return .file(jpeg, for: r)
+        }
+        defer { server.stop() }
+        let r = Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "3 ads: 3 ready (3 downloaded)\n")
+        #expect(r.stderr.contains("skipping ad 'local'") && r.stderr.contains("skipping ad 'js'"))
+        // Only hash-named files inside the cache; nothing beside it.
+        #expect(FileIO.list(dir.path) == ["sub"])
+        #expect(FileIO.list(dir.path + "/sub") == ["cache"])
+        let names = FileIO.list(cache + "/assets")
+        #expect(names.count == 3)
+        #expect(names.allSatisfy { $0.count == 64 + 4 && $0.hasSuffix(".jpg") && $0.prefix(64).allSatisfy(\.isHexDigit) })
+        let list = Adcache.run(["--cache-dir", cache, "list", "--json"])
+        #expect(list.stdout.contains(#""id": "nul\u0000byte""#))
+    }
+
+    @Test func garbageAndTruncatedIndexAreRecovered() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let feed = packageRoot + "/Examples/feed.json"
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", feed]).status == 0)
+        let full = try FileIO.read(cache + "/index.json")
+        for damaged in [Array(full.prefix(full.count / 2)), Array("garbage\u{0}\u{1}".utf8), []] {
+            FileManager.default.createFile(atPath: cache + "/index.json", contents: Data(damaged))
+            let next = Adcache.run(["--cache-dir", cache, "next"])
+            #expect(next.status == 1, "nothing known: nothing shown, no crash")
+            #expect(next.stderr.hasPrefix("adcache: warning: index.json could not be read"))
+            let fetch = Adcache.run(["--cache-dir", cache, "fetch"].dropLast(0) + [feed])
+            #expect(fetch.status == 0)
+            #expect(fetch.stdout == "3 ads: 3 ready (3 unchanged)\n", "rebuilt from the files already there")
+        }
+        #expect(FileIO.list(cache).filter { $0.hasPrefix("index.json.corrupt-") }.count >= 1)
+    }
+}
+
+final class Flag: @unchecked Sendable {
+    private var value = false
+    private let lock = NSLock()
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+    func set() { lock.lock(); value = true; lock.unlock() }
+}
