@@ -233,15 +233,20 @@ public final class Fetcher {
             }
             return nil
         }
-        // Recovery: a complete asset whose name is this URL's hash, not in the index.
+        // Recovery (a lost index, or a crash between moving a new version into assets/ and
+        // committing): a file named by this URL's hash that the index does not describe. It
+        // is reused only when something confirms it is the current version: the feed's
+        // sha256, or for a local feed the source file itself. Otherwise it is downloaded again.
         let hash = SHA256Hasher.hex(ad.url)
         guard let name = FileIO.list(store.assetsDirectory).first(where: { $0.hasPrefix(hash + ".") }) else { return nil }
         let path = store.assetPath(name)
         guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
-              let stamp = FileIO.stamp(path),
-              let sha = SHA256Hasher.hex(ofFile: path), ad.sha256 == nil || ad.sha256 == sha else { return nil }
+              let stamp = FileIO.stamp(path), let sha = SHA256Hasher.hex(ofFile: path) else { return nil }
+        let local = ad.url.hasPrefix("file:")
+        let expected = ad.sha256 ?? (local ? URL(string: ad.url).flatMap { SHA256Hasher.hex(ofFile: $0.path) } : nil)
+        guard sha == expected else { return nil }
         return AssetResult(outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: sha,
-                           lastModified: ad.url.hasPrefix("file:") ? localStamp(ad.url) : nil, type: format.type)
+                           lastModified: local ? localStamp(ad.url) : nil, type: format.type)
     }
 
     /// For a `file:` asset: its modification time and size, as the validator.

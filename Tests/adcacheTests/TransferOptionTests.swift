@@ -1,0 +1,124 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TestSupport
+@testable import AdCacheKit
+
+@Suite struct ProgressTests {
+    func server() throws -> LoopbackServer {
+        try LoopbackServer { r in
+            switch r.path {
+            case "/feed.json": return .text(200, #"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.jpg"}]"#)
+            default: return .file(Media.jpeg(20_000), for: r)
+            }
+        }
+    }
+
+    @Test func noProgressBarWhenStderrIsNotATerminal() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let srv = try server(); defer { srv.stop() }
+        let r = s.run(["fetch", srv.url("/feed.json")])
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty)
+    }
+
+    @Test func progressForcedDrawsABarOnStderrOnly() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let srv = try server(); defer { srv.stop() }
+        let r = s.run(["fetch", "--progress", srv.url("/feed.json")])
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("2/2 assets"))
+        #expect(r.stderr.contains("\r"))
+        #expect(r.stdout == "2 ads: 2 ready (2 downloaded)\n")
+        #expect(s.run(["fetch", "--progress", "--no-progress"]).status == 64)
+    }
+}
+
+@Suite struct TimeoutTests {
+    @Test func perTransferTimeout() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let srv = try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, #"[{"id":"slow","url":"slow.jpg"}]"#) }
+            var resp = LoopbackServer.Response.file(Media.jpeg(), for: r)
+            resp.delay = 3
+            return resp
+        }
+        defer { srv.stop() }
+        let r = s.run(["fetch", "--timeout", "0.5", "--retries", "0", srv.url("/feed.json")])
+        #expect(r.status == 75)
+        #expect(r.stderr.contains("timed out"), "\(r.stderr)")
+    }
+}
+
+/// TLS against a real TLS server (openssl s_server) on 127.0.0.1 with a self-signed
+/// certificate: verified always, trusted only through --cacert.
+@Suite(.serialized) struct TLSTests {
+    func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    func openssl(_ args: [String], cwd: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        p.arguments = args
+        p.currentDirectoryURL = URL(fileURLWithPath: cwd)
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+
+    @Test func selfSignedServerIsRefusedUnlessTrustedWithCacert() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            print("skipped: /usr/bin/openssl is not installed")
+            return
+        }
+        let s = Sandbox(); defer { s.remove() }
+        let www = s.dir.path + "/www"
+        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+        let gen = try openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem",
+                               "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], cwd: s.dir.path)
+        gen.waitUntilExit()
+        try #require(gen.terminationStatus == 0)
+        s.dir.write("www/feed.json", #"[{"id":"tls","url":"a.jpg"}]"#)
+        s.dir.write("www/a.jpg", Media.jpeg())
+        let port = freePort()
+        let server = try openssl(["s_server", "-accept", "127.0.0.1:\(port)", "-cert", "../cert.pem", "-key", "../key.pem",
+                                  "-WWW", "-quiet"], cwd: www)
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }   // s_server ignores SIGTERM
+        // Wait for it to listen.
+        var ready = false
+        for _ in 0..<50 where !ready {
+            usleep(100_000)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            addr.sin_port = UInt16(port).bigEndian
+            ready = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+            close(fd)
+        }
+        try #require(ready, "openssl s_server did not start")
+        let url = "https://127.0.0.1:\(port)/feed.json"
+
+        let refused = s.run(["fetch", "--retries", "0", url])
+        #expect(refused.status == 69)
+        #expect(refused.stderr.contains("TLS failure"), "\(refused.stderr)")
+        #expect(!FileIO.exists(s.cache + "/index.json"))
+
+        let trusted = s.run(["fetch", "--cacert", s.dir.path + "/cert.pem", url])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        #expect(trusted.stdout == "1 ad: 1 ready (1 downloaded)\n")
+    }
+}
