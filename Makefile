@@ -3,7 +3,7 @@ SWIFT ?= swift
 CACHE ?= .demo-cache
 BIN = .build/debug/adcache
 
-.PHONY: all deps build demo test lint clean
+.PHONY: all deps build demo test lint clean bench
 
 all: build
 
@@ -22,13 +22,17 @@ demo: build
 
 # The tests (mandoc lints the man page; nginx serves the big-file test).
 test:
-	@scripts/deps.sh mandoc
+	@scripts/deps.sh mandoc openssl
 	$(SWIFT) build
 	$(SWIFT) test
 
 lint:
-	@scripts/deps.sh mandoc
+	@scripts/deps.sh mandoc openssl
 	mandoc -T lint -W warning man/adcache.1
 
 clean:
 	rm -rf .build $(CACHE)
+
+# Speed and memory, side by side with curl, jq and a minimal Swift program (SPEC §7).
+bench:
+	bench/run.sh

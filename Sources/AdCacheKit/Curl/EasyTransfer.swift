@@ -210,10 +210,8 @@ final class EasyTransfer {
         adc_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &urlPointer)
         response.effectiveURL = urlPointer.map { String(cString: $0) } ?? request.url
 
-        if code == CURLE_OK, fd >= 0, fsync(fd) != 0 {
-            let e = errno
-            failure = .writeFailed(FileIO.errnoText(e), errno: e)
-        }
+        // No fsync here: it would stall every other transfer on this thread. The fetch makes
+        // its downloads durable in one batch before the index names them.
         closeFile()
         if let failure {
             response.error = failure

@@ -117,14 +117,17 @@ public final class TransferEngine {
             }
             report()
 
-            // Sleep until something happens, a retry is due, or the deadline comes.
+            // Sleep until something happens, a retry is due, or the deadline comes; not at
+            // all when a waiting transfer may start now.
+            let later = monotonicNow()
             var timeout = 100.0
-            if let next = waiting.filter({ $0.notBefore > now }).map(\.notBefore).min(), active.count < settings.parallel {
-                timeout = min(timeout, max(1, (next - monotonicNow()) * 1000))
+            if active.count < settings.parallel, let due = waiting.map(\.notBefore).min() {
+                timeout = min(timeout, max(0, (due - later) * 1000))
             }
             if let deadline = settings.deadline {
-                timeout = min(timeout, max(1, (deadline - monotonicNow()) * 1000))
+                timeout = min(timeout, max(0, (deadline - later) * 1000))
             }
+            if timeout < 1 { continue }
             if !active.isEmpty {
                 curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
             } else if !waiting.isEmpty {

@@ -76,6 +76,11 @@ public final class Fetcher {
             report.ads.append(.init(id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error))
         }
 
+        // Every new file's data reaches the disk before the index names it.
+        let downloaded = Set(results.values.filter { $0.outcome == .downloaded || $0.outcome == .resumed }.compactMap(\.file))
+        if let e = FileIO.syncFiles(downloaded.map(store.assetPath)) { throw e }
+        if !downloaded.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
+
         let feedState = FeedSource(url: feedText, finalUrl: download.finalURL.absoluteString,
                                    etag: download.etag, lastModified: download.lastModified,
                                    fetchedAt: now())
@@ -169,6 +174,9 @@ public final class Fetcher {
             readyByURL[r.url] = readyByURL[r.url] ?? r
         }
         let t = now()
+        let assetNames = FileIO.list(store.assetsDirectory)
+        var recoverable: [String: String] = [:]   // URL hash → file name
+        for name in assetNames { recoverable[String(name.prefix(64))] = name }
 
         for ad in ads {
             if let expires = ad.expires, expires <= t {
@@ -186,7 +194,7 @@ public final class Fetcher {
             // The file we have for this URL: this ad's own, or one another ad shares.
             let mine = byID[ad.id].flatMap { $0.url == ad.url && store.filePresent($0) ? $0 : nil }
             let cached = mine ?? readyByURL[ad.url]
-            if let reused = reuse(ad, cached: cached) {
+            if let reused = reuse(ad, cached: cached, recoverable: recoverable) {
                 results[ad.id] = reused
                 continue
             }
@@ -222,7 +230,7 @@ public final class Fetcher {
 
     /// The cases where no request is needed: a cached file whose sha256 the feed confirms, an
     /// unchanged local file, or (after a lost index) a file already in `assets/` for this URL.
-    private func reuse(_ ad: FeedAd, cached: AdRecord?) -> AssetResult? {
+    private func reuse(_ ad: FeedAd, cached: AdRecord?, recoverable: [String: String]) -> AssetResult? {
         if let c = cached {
             let asIs = AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
                                    etag: c.etag, lastModified: c.lastModified, type: c.type)
@@ -237,8 +245,7 @@ public final class Fetcher {
         // committing): a file named by this URL's hash that the index does not describe. It
         // is reused only when something confirms it is the current version: the feed's
         // sha256, or for a local feed the source file itself. Otherwise it is downloaded again.
-        let hash = SHA256Hasher.hex(ad.url)
-        guard let name = FileIO.list(store.assetsDirectory).first(where: { $0.hasPrefix(hash + ".") }) else { return nil }
+        guard let name = recoverable[SHA256Hasher.hex(ad.url)] else { return nil }
         let path = store.assetPath(name)
         guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
               let stamp = FileIO.stamp(path), let sha = SHA256Hasher.hex(ofFile: path) else { return nil }
@@ -306,7 +313,6 @@ public final class Fetcher {
             return failed("cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
         }
         FileIO.remove(EasyTransfer.validatorPath(partial))
-        FileIO.syncDirectory(store.assetsDirectory)
         let stamp = FileIO.stamp(target)
         let lastModified = job.request.allowFile ? localStamp(ad.url) : response.headers["last-modified"]
         return AssetResult(outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,

@@ -5,6 +5,14 @@ import Darwin
 #endif
 import Foundation
 
+/// The first error of concurrent workers.
+private final class ErrorBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var first: AdCacheError?
+    var value: AdCacheError? { lock.lock(); defer { lock.unlock() }; return first }
+    func set(_ e: AdCacheError) { lock.lock(); if first == nil { first = e }; lock.unlock() }
+}
+
 /// Small POSIX file helpers: what Foundation does not promise (fsync, errno in messages).
 public enum FileIO {
     /// The message for the current errno, e.g. "No space left on device".
@@ -134,6 +142,21 @@ public enum FileIO {
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return bytes.withUnsafeBytes { writeAll(fd, $0) } == nil
+    }
+
+    /// Makes files durable, several at once (fsyncs issued together are committed together
+    /// by the file system's journal). Returns the first failure.
+    public static func syncFiles(_ paths: [String]) -> AdCacheError? {
+        guard !paths.isEmpty else { return nil }
+        let errors = ErrorBox()
+        DispatchQueue.concurrentPerform(iterations: min(8, paths.count)) { worker in
+            for i in stride(from: worker, to: paths.count, by: min(8, paths.count)) {
+                let fd = open(paths[i], O_RDONLY | O_CLOEXEC)
+                if fd < 0 || fsync(fd) != 0 { errors.set(writeError("cannot sync \(paths[i])")) }
+                if fd >= 0 { close(fd) }
+            }
+        }
+        return errors.value
     }
 
     /// fsync of a directory, so that a rename in it survives a power loss.

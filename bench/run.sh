@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# make bench: SPEC §7 measured side by side with what a user would otherwise use (curl, jq,
+# a minimal Swift program), as ratios of medians in one run. Not a test: nothing here fails
+# the build; it prints a table (and writes bench/results.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+scripts/deps.sh hyperfine curl jq nginx-light time python3 >&2
+swift build -c release >&2
+B=$ROOT/.build/release/adcache
+W=$(mktemp -d /tmp/adcache-bench.XXXXXX)
+chmod 755 "$W"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
+trap cleanup EXIT
+ROWS=()
+row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); echo "  $1: $2 vs $3 → $4 (target $5) $6" >&2; }
+ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+met() { python3 -c "print('yes' if $1 <= $2 else 'NO')"; }
+ms() { python3 -c "print(f'{$1*1000:.1f} ms')"; }
+median() { jq '.results[0].median' "$1"; }
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+waitport() { for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+echo "== 1, 2: next, against a minimal Swift program and jq" >&2
+swiftc -O -o "$W/hello" bench/hello.swift 2>/dev/null
+python3 bench/make_index.py "$W/i100" 100
+python3 bench/make_index.py "$W/i10k" 10000
+NOW=$(date +%s)
+hyperfine -N -w 5 -r 40 --export-json "$W/h.json" "$W/hello" >/dev/null 2>&1
+hyperfine -N -w 5 -r 40 --export-json "$W/n100.json" "$B --cache-dir $W/i100 next --peek" >/dev/null 2>&1
+cp -r "$W/i100" "$W/i100w"
+hyperfine -N -w 3 -r 40 --export-json "$W/n100w.json" "$B --cache-dir $W/i100w next" >/dev/null 2>&1
+hello=$(median "$W/h.json"); n100=$(median "$W/n100.json"); n100w=$(median "$W/n100w.json")
+row "next --peek, 100 ads vs minimal Swift" "$(ms "$n100")" "$(ms "$hello")" "$(ratio "$n100" "$hello")" "≤ 1.5" "$(met "$(ratio "$n100" "$hello")" 1.5)"
+row "next (records the show), 100 ads vs minimal Swift" "$(ms "$n100w")" "$(ms "$hello")" "$(ratio "$n100w" "$hello")" "—" ""
+want=$(jq -r --argjson now "$NOW" -f bench/select.jq "$W/i10k/index.json")
+got=$(basename "$("$B" --cache-dir "$W/i10k" next --peek)")
+[ "$want" = "$got" ] || echo "warning: jq chose $want, adcache chose $got" >&2
+hyperfine -N -w 2 -r 15 --export-json "$W/n10k.json" "$B --cache-dir $W/i10k next --peek" >/dev/null 2>&1
+hyperfine -N -w 2 -r 15 --export-json "$W/jq.json" "jq -r --argjson now $NOW -f bench/select.jq $W/i10k/index.json" >/dev/null 2>&1
+n10k=$(median "$W/n10k.json"); jqm=$(median "$W/jq.json")
+row "next --peek, 10,000 ads vs jq (same selection)" "$(ms "$n10k")" "$(ms "$jqm")" "$(ratio "$n10k" "$jqm")" "≤ 0.5" "$(met "$(ratio "$n10k" "$jqm")" 0.5)"
+cp -r "$W/i10k" "$W/i10kw"
+hyperfine -N -w 1 -r 10 --export-json "$W/n10kw.json" "$B --cache-dir $W/i10kw next" >/dev/null 2>&1
+row "next (records the show), 10,000 ads vs jq" "$(ms "$(median "$W/n10kw.json")")" "$(ms "$jqm")" "$(ratio "$(median "$W/n10kw.json")" "$jqm")" "—" ""
+
+echo "== 3, 4: fetch of 200 assets from a server that waits 50 ms per response" >&2
+mkdir -p "$W/www/a"
+python3 - "$W/www" <<'PY'
+import json, os, sys
+www = sys.argv[1]
+for i in range(200):
+    with open(f"{www}/a/{i}.jpg", "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0" + os.urandom(200 * 1024 - 4))
+json.dump({"version": 1, "ads": [{"id": f"ad{i}", "url": f"a/{i}.jpg"} for i in range(200)]}, open(f"{www}/feed.json", "w"))
+PY
+PORT=$(freeport)
+python3 bench/slow_server.py "$W/www" "$PORT" 50 "$W/server.log" & PIDS+=($!)
+waitport "$PORT"
+U="http://127.0.0.1:$PORT"
+for i in $(seq 0 199); do printf 'url = "%s/a/%d.jpg"\noutput = "%s/curl/%d.jpg"\n' "$U" "$i" "$W" "$i"; done > "$W/curl.cfg"
+hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/fc" --export-json "$W/f.json" "$B --cache-dir $W/fc fetch -q --no-progress --parallel 4 $U/feed.json" >/dev/null 2>&1
+hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/curl" --export-json "$W/c.json" "curl -s --create-dirs --parallel --parallel-max 4 --config $W/curl.cfg" >/dev/null 2>&1
+f=$(median "$W/f.json"); c=$(median "$W/c.json")
+row "fetch 200 × 200 KiB, --parallel 4, vs curl --parallel-max 4" "$(ms "$f")" "$(ms "$c")" "$(ratio "$f" "$c")" "≤ 1.15" "$(met "$(ratio "$f" "$c")" 1.15)"
+row "  (physical floor: 200 / 4 × 50 ms)" "" "2500.0 ms" "$(ratio "$f" 2.5)" "—" ""
+rm -rf "$W/fc"; "$B" --cache-dir "$W/fc" fetch -q --no-progress "$U/feed.json"
+: > "$W/server.log"
+hyperfine -N -r 5 --export-json "$W/f2.json" "$B --cache-dir $W/fc fetch -q --no-progress" >/dev/null 2>&1
+bodies=$(awk '$2 ~ /^\/a\// && $3 == 200 { n += $4 } END { print n + 0 }' "$W/server.log")
+row "second fetch, nothing changed: asset body bytes" "$bodies" "0" "—" "0" "$( [ "$bodies" = 0 ] && echo yes || echo NO)"
+row "second fetch time vs first fetch" "$(ms "$(median "$W/f2.json")")" "$(ms "$f")" "$(ratio "$(median "$W/f2.json")" "$f")" "—" ""
+
+echo "== 5: peak memory fetching a 1 GiB video vs a 10 MiB one (nginx)" >&2
+mkdir -p "$W/big"
+for s in 10M 1G; do
+    truncate -s "$s" "$W/big/v$s.mp4"
+    printf '\x00\x00\x00\x18ftypisom' | dd of="$W/big/v$s.mp4" conv=notrunc status=none
+    echo "[{\"id\":\"v$s\",\"url\":\"v$s.mp4\"}]" > "$W/big/feed$s.json"
+done
+NPORT=$(freeport)
+cat > "$W/nginx.conf" <<NGINX
+user root;
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/nginx.err;
+events { worker_connections 64; }
+http { access_log off; sendfile on;
+       server { listen 127.0.0.1:$NPORT; root $W/big; } }
+NGINX
+nginx -c "$W/nginx.conf" -g 'daemon off;' & PIDS+=($!)
+waitport "$NPORT"
+rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+r10=$(rss "$B" --cache-dir "$W/m10" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed10M.json")
+r1g=$(rss "$B" --cache-dir "$W/m1g" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed1G.json")
+rm -rf "$W/m10" "$W/m1g"
+c10=$(rss curl -s -o "$W/c10" "http://127.0.0.1:$NPORT/v10M.mp4")
+c1g=$(rss curl -s -o "$W/c1g" "http://127.0.0.1:$NPORT/v1G.mp4")
+rm -f "$W/c10" "$W/c1g"
+row "peak RSS, 1 GiB video vs 10 MiB video" "${r1g} KiB" "${r10} KiB" "$(ratio "$r1g" "$r10")" "≤ 1.1" "$(met "$(ratio "$r1g" "$r10")" 1.1)"
+row "  curl's peak RSS, 1 GiB / 10 MiB" "${c1g} KiB" "${c10} KiB" "$(ratio "$c1g" "$c10")" "—" ""
+
+echo "== 6: prune on 10,000 ads; fetch cost per ad as the feed grows" >&2
+hyperfine -N -w 1 -r 10 --export-json "$W/p.json" "$B --cache-dir $W/i10k prune -q" >/dev/null 2>&1
+row "prune, 10,000 ads" "$(ms "$(median "$W/p.json")")" "" "" "—" ""
+mkdir -p "$W/grow/a"
+python3 - "$W/grow" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for i in range(1000):
+    with open(f"{d}/a/{i}.jpg", "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0" + os.urandom(2044))
+for n in (10, 100, 1000):
+    json.dump([{"id": f"ad{i}", "url": f"a/{i}.jpg"} for i in range(n)], open(f"{d}/feed{n}.json", "w"))
+PY
+GPORT=$(freeport)
+python3 bench/slow_server.py "$W/grow" "$GPORT" 0 & PIDS+=($!)
+waitport "$GPORT"
+prev=""
+for n in 10 100 1000; do
+    hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/g$n" --export-json "$W/g$n.json" "$B --cache-dir $W/g$n fetch -q --no-progress http://127.0.0.1:$GPORT/feed$n.json" >/dev/null 2>&1
+    t=$(median "$W/g$n.json")
+    row "fetch of $n ads (2 KiB each, no delay): per ad" "$(python3 -c "print(f'{$t*1000/$n:.2f} ms')")" "" "" "linear" ""
+done
+
+{
+    echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
+    echo
+    echo "| figure | adcache (median) | peer (median) | ratio | target | met |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+} | tee bench/results.md
