@@ -6,13 +6,24 @@ import TestSupport
 @Suite struct IndexStoreTests {
     @Test func saveAndLoadRoundTrip() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        var ad = f.ready("a") { $0.meta = .object(["n": .int(1), "s": .string("x")]); $0.clickUrl = "https://e.com" }
+        var ad = f.ready("a \"quoted\"\n\tünïcödé 🎉 \u{1}") {
+            $0.meta = .object(["n": .int(1), "s": .string("x\\y"), "a": .array([.null, .bool(true), .double(1.5), .object([:])])])
+            $0.clickUrl = "https://e.com/?a=1&b=/"
+        }
         ad.shows = 3
-        try f.save([ad])
-        #expect(try f.index().ads == [ad])
+        ad.fileMtime = 1_796_075_623_923_755_404   // 19 digits: nanoseconds
+        ad.start = 1_803_859_200.25
+        ad.expires = 1_803_859_260
+        ad.maxShows = 9; ad.maxShowsPerDay = 2; ad.minInterval = 60
+        ad.lastShown = 1_803_859_201.5; ad.lastShowSeq = 7; ad.showDay = 20_877; ad.showsOnDay = 1
+        ad.etag = "W/\"x\""; ad.lastModified = "Mon, 02 Nov 2026 10:00:00 GMT"; ad.sha256 = String(repeating: "a", count: 64)
+        ad.error = "HTTP 503"
+        let plain = f.ready("b")
+        try f.save([ad, plain])
+        #expect(try f.index().ads == [ad, plain])
         // Human-readable and versioned, no temporary left behind.
         let text = try String(contentsOfFile: f.store.indexPath, encoding: .utf8)
-        #expect(text.contains("\"version\" : 1"))
+        #expect(text.contains("\"version\": 1"))
         #expect(FileIO.list(f.store.directory).filter { $0.contains("tmp") }.isEmpty)
     }
 

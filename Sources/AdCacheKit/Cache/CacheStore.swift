@@ -64,7 +64,8 @@ public final class CacheStore {
     func loadLocked(warn: WarningSink) throws -> CacheIndex {
         switch try read() {
         case .success(let index): return index
-        case .failure(let reason):
+        case .failure(let unreadable):
+            let reason = unreadable.reason
             let aside = "\(indexPath).corrupt-\(Int(Date().timeIntervalSince1970))"
             guard rename(indexPath, aside) == 0 else {
                 throw AdCacheError.io("index.json cannot be read (\(reason)) nor moved aside: \(FileIO.errnoText())")
@@ -89,6 +90,8 @@ public final class CacheStore {
         let index: CacheIndex
         do {
             index = try IndexCoder.decode(bytes)
+        } catch let e as JSONScanner.Malformed {
+            return .failure(Unreadable(reason: "\(e.what) at byte \(e.offset)"))
         } catch {
             return .failure(Unreadable(reason: "it is not a valid index"))
         }
@@ -145,15 +148,160 @@ public final class CacheStore {
     }
 }
 
-/// The index's JSON form: readable (pretty, sorted keys) and versioned.
+/// The index's JSON form: readable (pretty, sorted keys), versioned, and read and written
+/// without Codable, which would dominate `next` on a large index.
 enum IndexCoder {
     static func decode(_ bytes: [UInt8]) throws -> CacheIndex {
-        try JSONDecoder().decode(CacheIndex.self, from: Data(bytes))
+        try bytes.withUnsafeBufferPointer { buffer in
+            var s = JSONScanner(buffer)
+            var index = CacheIndex()
+            var version: Int64?
+            try s.object { s, key in
+                switch key {
+                case "version": version = try s.int()
+                case "feed": index.feed = try s.null() ? nil : FeedSource(&s)
+                case "showSeq": index.showSeq = try s.int()
+                case "lastShown": index.lastShown = try s.optDouble()
+                case "ads":
+                    try s.array { s in index.ads.append(try AdRecord(&s)) }
+                default: try s.skip()
+                }
+            }
+            try s.finish()
+            guard let version else { throw s.fail("no version") }
+            index.version = Int(version)
+            return index
+        }
     }
 
     static func encode(_ index: CacheIndex) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(index)) + [0x0A]
+        var w = JSONBytesWriter(capacity: 512 + index.ads.count * 700)
+        w.beginObject()
+        w.key("ads")
+        w.beginArray()
+        for ad in index.ads {
+            w.key(nil)
+            ad.write(&w)
+        }
+        w.endArray()
+        if let feed = index.feed {
+            w.key("feed")
+            w.beginObject()
+            w.field("etag", feed.etag)
+            w.field("fetchedAt", feed.fetchedAt)
+            w.field("finalUrl", feed.finalUrl)
+            w.field("lastModified", feed.lastModified)
+            w.field("url", feed.url)
+            w.endObject()
+        }
+        w.field("lastShown", index.lastShown)
+        w.field("showSeq", index.showSeq)
+        w.field("version", Int64(index.version))
+        w.endObject()
+        w.out.append(0x0A)
+        return w.out
+    }
+}
+
+extension FeedSource {
+    init(_ s: inout JSONScanner) throws {
+        var url: String?
+        var f = FeedSource(url: "")
+        try s.object { s, key in
+            switch key {
+            case "url": url = try s.string()
+            case "finalUrl": f.finalUrl = try s.optString()
+            case "etag": f.etag = try s.optString()
+            case "lastModified": f.lastModified = try s.optString()
+            case "fetchedAt": f.fetchedAt = try s.optDouble()
+            default: try s.skip()
+            }
+        }
+        guard let url else { throw s.fail("feed without url") }
+        f.url = url
+        self = f
+    }
+}
+
+extension AdRecord {
+    init(_ s: inout JSONScanner) throws {
+        var id: String?, url: String?, state: StoredState?
+        var r = AdRecord(ad: FeedAd(id: "", url: ""))
+        try s.object { s, key in
+            switch key {
+            case "id": id = try s.string()
+            case "url": url = try s.string()
+            case "type": r.type = try s.optString().map { try AdType(rawValue: $0).orThrow(s.fail("bad type")) }
+            case "placement": r.placement = try s.string()
+            case "state": state = StoredState(rawValue: try s.string())
+            case "file": r.file = try s.optString()
+            case "bytes": r.bytes = try s.optInt()
+            case "fileMtime": r.fileMtime = try s.optInt()
+            case "sha256": r.sha256 = try s.optString()
+            case "fileSha256": r.fileSha256 = try s.optString()
+            case "etag": r.etag = try s.optString()
+            case "lastModified": r.lastModified = try s.optString()
+            case "start": r.start = try s.optDouble()
+            case "expires": r.expires = try s.optDouble()
+            case "maxShows": r.maxShows = try s.optInt()
+            case "maxShowsPerDay": r.maxShowsPerDay = try s.optInt()
+            case "minInterval": r.minInterval = try s.optInt()
+            case "duration": r.duration = Int(try s.int())
+            case "priority": r.priority = try s.int()
+            case "clickUrl": r.clickUrl = try s.optString()
+            case "meta": r.meta = try s.null() ? nil : s.value()
+            case "shows": r.shows = try s.int()
+            case "lastShown": r.lastShown = try s.optDouble()
+            case "lastShowSeq": r.lastShowSeq = try s.optInt()
+            case "showDay": r.showDay = try s.optInt().map(Int.init)
+            case "showsOnDay": r.showsOnDay = try s.optInt()
+            case "error": r.error = try s.optString()
+            default: try s.skip()
+            }
+        }
+        guard let id, let url, let state else { throw s.fail("an ad without id, url or state") }
+        r.id = id
+        r.url = url
+        r.state = state
+        self = r
+    }
+
+    func write(_ w: inout JSONBytesWriter) {
+        w.beginObject()
+        w.field("bytes", bytes)
+        w.field("clickUrl", clickUrl)
+        w.field("duration", duration)
+        w.field("error", error)
+        w.field("etag", etag)
+        w.field("expires", expires)
+        w.field("file", file)
+        w.field("fileMtime", fileMtime)
+        w.field("fileSha256", fileSha256)
+        w.field("id", id)
+        w.field("lastModified", lastModified)
+        w.field("lastShowSeq", lastShowSeq)
+        w.field("lastShown", lastShown)
+        w.field("maxShows", maxShows)
+        w.field("maxShowsPerDay", maxShowsPerDay)
+        w.field("meta", meta)
+        w.field("minInterval", minInterval)
+        w.field("placement", placement)
+        w.field("priority", priority)
+        w.field("sha256", sha256)
+        w.field("showDay", showDay)
+        w.field("shows", shows)
+        w.field("showsOnDay", showsOnDay)
+        w.field("start", start)
+        w.field("state", state.rawValue)
+        w.field("type", type?.rawValue)
+        w.field("url", url)
+        w.endObject()
+    }
+}
+
+extension Optional {
+    func orThrow(_ e: @autoclosure () -> Error) throws -> Wrapped {
+        guard let v = self else { throw e() }
+        return v
     }
 }

@@ -12,7 +12,7 @@ public enum StoredState: String, Codable, Sendable {
 }
 
 /// One ad in `index.json`. Field names are documented in the man page (FILES).
-public struct AdRecord: Codable, Equatable, Sendable {
+public struct AdRecord: Equatable, Sendable {
     public var id: String
     public var url: String
     public var type: AdType?
@@ -101,17 +101,25 @@ public struct AdRecord: Codable, Equatable, Sendable {
 }
 
 /// Where the feed came from, for `fetch` with no FEED and for its conditional request.
-public struct FeedSource: Codable, Equatable, Sendable {
+public struct FeedSource: Equatable, Sendable {
     /// As given on the command line (not after redirects).
     public var url: String
     public var finalUrl: String?
     public var etag: String?
     public var lastModified: String?
     public var fetchedAt: Double?
+
+    public init(url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil) {
+        self.url = url
+        self.finalUrl = finalUrl
+        self.etag = etag
+        self.lastModified = lastModified
+        self.fetchedAt = fetchedAt
+    }
 }
 
 /// `index.json`.
-public struct CacheIndex: Codable, Equatable, Sendable {
+public struct CacheIndex: Equatable, Sendable {
     public var version: Int = CacheIndex.currentVersion
     public var feed: FeedSource?
     /// Counts every recorded show; orders shows within the same second.

@@ -1,0 +1,304 @@
+/// A small, strict, allocation-light JSON reader for the index, which `next` reads at every
+/// app launch: Foundation's Codable decoding of a 10,000-ad index costs more than the whole
+/// selection should. It reads values straight into the caller's types; anything malformed
+/// (a torn or garbled file) throws.
+struct JSONScanner {
+    struct Malformed: Error {
+        var offset: Int
+        var what: String
+    }
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private(set) var i = 0
+    private var depth = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    func fail(_ what: String) -> Malformed { Malformed(offset: i, what: what) }
+
+    mutating func skipSpace() {
+        while i < bytes.count {
+            switch bytes[i] {
+            case 0x20, 0x0A, 0x0D, 0x09: i += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func peek() throws -> UInt8 {
+        skipSpace()
+        guard i < bytes.count else { throw fail("unexpected end") }
+        return bytes[i]
+    }
+
+    mutating func expect(_ c: UInt8) throws {
+        guard try peek() == c else { throw fail("expected '\(Character(Unicode.Scalar(c)))'") }
+        i += 1
+    }
+
+    /// The end of the document: only white space may follow.
+    mutating func finish() throws {
+        skipSpace()
+        guard i == bytes.count else { throw fail("trailing data") }
+    }
+
+    /// true for `null` (consumed).
+    mutating func null() throws -> Bool {
+        guard try peek() == UInt8(ascii: "n") else { return false }
+        try literal("null")
+        return true
+    }
+
+    private mutating func literal(_ word: StaticString) throws {
+        let n = word.utf8CodeUnitCount
+        guard i + n <= bytes.count else { throw fail("unexpected end") }
+        for k in 0..<n where bytes[i + k] != word.utf8Start[k] { throw fail("bad literal") }
+        i += n
+    }
+
+    /// Calls `body` with each key of an object; `body` must read the key's value.
+    mutating func object(_ body: (inout JSONScanner, String) throws -> Void) throws {
+        try expect(UInt8(ascii: "{"))
+        depth += 1
+        guard depth < 256 else { throw fail("nested too deeply") }
+        if try peek() == UInt8(ascii: "}") { i += 1; depth -= 1; return }
+        while true {
+            let key = try string()
+            try expect(UInt8(ascii: ":"))
+            try body(&self, key)
+            let c = try peek()
+            i += 1
+            if c == UInt8(ascii: "}") { break }
+            guard c == UInt8(ascii: ",") else { throw fail("expected ',' or '}'") }
+        }
+        depth -= 1
+    }
+
+    /// Calls `body` for each element of an array; `body` must read the element.
+    mutating func array(_ body: (inout JSONScanner) throws -> Void) throws {
+        try expect(UInt8(ascii: "["))
+        depth += 1
+        guard depth < 256 else { throw fail("nested too deeply") }
+        if try peek() == UInt8(ascii: "]") { i += 1; depth -= 1; return }
+        while true {
+            try body(&self)
+            let c = try peek()
+            i += 1
+            if c == UInt8(ascii: "]") { break }
+            guard c == UInt8(ascii: ",") else { throw fail("expected ',' or ']'") }
+        }
+        depth -= 1
+    }
+
+    mutating func string() throws -> String {
+        try expect(UInt8(ascii: "\""))
+        let start = i
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == UInt8(ascii: "\"") {
+                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
+                i += 1
+                return s
+            }
+            if c == UInt8(ascii: "\\") { i = start; return try escapedString() }
+            if c < 0x20 { throw fail("control character in string") }
+            i += 1
+        }
+        throw fail("unterminated string")
+    }
+
+    private mutating func escapedString() throws -> String {
+        var out = [UInt8]()
+        while i < bytes.count {
+            let c = bytes[i]
+            i += 1
+            switch c {
+            case UInt8(ascii: "\""):
+                return String(decoding: out, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard i < bytes.count else { throw fail("unterminated string") }
+                let e = bytes[i]
+                i += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4()
+                    if (0xD800..<0xDC00).contains(scalar), i + 1 < bytes.count,
+                       bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") {
+                        i += 2
+                        let low = try hex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw fail("bad surrogate pair") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    let u = Unicode.Scalar(scalar) ?? "\u{FFFD}"
+                    out.append(contentsOf: Array(String(Character(u)).utf8))
+                default: throw fail("bad escape")
+                }
+            default:
+                if c < 0x20 { throw fail("control character in string") }
+                out.append(c)
+            }
+        }
+        throw fail("unterminated string")
+    }
+
+    private mutating func hex4() throws -> UInt32 {
+        guard i + 4 <= bytes.count else { throw fail("bad \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = bytes[i]
+            i += 1
+            v <<= 4
+            switch c {
+            case 48...57: v |= UInt32(c - 48)
+            case 65...70: v |= UInt32(c - 55)
+            case 97...102: v |= UInt32(c - 87)
+            default: throw fail("bad \\u escape")
+            }
+        }
+        return v
+    }
+
+    /// A number as written; integers keep full precision.
+    mutating func number() throws -> JSONValue {
+        skipSpace()
+        let start = i
+        var integral = true
+        if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
+        let digitsStart = i
+        while i < bytes.count {
+            let c = bytes[i]
+            if c >= 48 && c <= 57 { i += 1; continue }
+            if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
+                integral = false
+                i += 1
+                continue
+            }
+            break
+        }
+        guard i > digitsStart else { throw fail("expected a value") }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
+        if integral, let v = Int64(text) { return .int(v) }
+        guard let d = Double(text), d.isFinite else { throw fail("bad number") }
+        return .double(d)
+    }
+
+    mutating func int() throws -> Int64 {
+        switch try number() {
+        case .int(let v): return v
+        case .double(let d) where d == d.rounded() && abs(d) < 9e15: return Int64(d)
+        default: throw fail("expected an integer")
+        }
+    }
+
+    mutating func double() throws -> Double {
+        switch try number() {
+        case .int(let v): return Double(v)
+        case .double(let d): return d
+        default: throw fail("expected a number")
+        }
+    }
+
+    mutating func bool() throws -> Bool {
+        switch try peek() {
+        case UInt8(ascii: "t"): try literal("true"); return true
+        case UInt8(ascii: "f"): try literal("false"); return false
+        default: throw fail("expected true or false")
+        }
+    }
+
+    /// Any value, kept (for `meta`).
+    mutating func value() throws -> JSONValue {
+        switch try peek() {
+        case UInt8(ascii: "{"):
+            var o: [String: JSONValue] = [:]
+            try object { s, key in o[key] = try s.value() }
+            return .object(o)
+        case UInt8(ascii: "["):
+            var a: [JSONValue] = []
+            try array { s in a.append(try s.value()) }
+            return .array(a)
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return .bool(try bool())
+        default: return try number()
+        }
+    }
+
+    /// Reads and drops a value (a field this version does not know).
+    mutating func skip() throws { _ = try value() }
+
+    // Optional readers: null is nil.
+    mutating func optString() throws -> String? { try null() ? nil : string() }
+    mutating func optInt() throws -> Int64? { try null() ? nil : int() }
+    mutating func optDouble() throws -> Double? { try null() ? nil : double() }
+}
+
+/// Writes the index's pretty JSON straight into bytes.
+struct JSONBytesWriter {
+    var out: [UInt8] = []
+    private var indent = 0
+    private var first = [true]
+
+    init(capacity: Int) { out.reserveCapacity(capacity) }
+
+    private mutating func newline() {
+        out.append(0x0A)
+        for _ in 0..<(indent * 2) { out.append(0x20) }
+    }
+
+    private mutating func separator() {
+        if first[first.count - 1] { first[first.count - 1] = false } else { out.append(UInt8(ascii: ",")) }
+        newline()
+    }
+
+    mutating func beginObject() { out.append(UInt8(ascii: "{")); indent += 1; first.append(true) }
+    mutating func beginArray() { out.append(UInt8(ascii: "[")); indent += 1; first.append(true) }
+
+    mutating func endObject() { close(UInt8(ascii: "}")) }
+    mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    private mutating func close(_ c: UInt8) {
+        indent -= 1
+        if !first.removeLast() { newline() }
+        out.append(c)
+    }
+
+    /// Starts a key's value (in an object) or an element (in an array, with key nil).
+    mutating func key(_ k: String?) {
+        separator()
+        if let k {
+            string(k)
+            out.append(contentsOf: [UInt8(ascii: ":"), 0x20])
+        }
+    }
+
+    mutating func string(_ s: String) {
+        var text = ""
+        JSONOut.escape(s, into: &text)
+        out.append(contentsOf: text.utf8)
+    }
+
+    mutating func raw(_ s: String) { out.append(contentsOf: s.utf8) }
+
+    mutating func field(_ k: String, _ v: String?) { if let v { key(k); string(v) } }
+    mutating func field(_ k: String, _ v: Int64?) { if let v { key(k); raw(String(v)) } }
+    mutating func field(_ k: String, _ v: Int?) { if let v { key(k); raw(String(v)) } }
+    mutating func field(_ k: String, _ v: Double?) {
+        guard let v, v.isFinite else { return }
+        key(k)
+        raw(v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v))
+    }
+    mutating func field(_ k: String, _ v: JSONValue?) {
+        guard let v else { return }
+        key(k)
+        raw(JSONOut(v).render())
+    }
+}
