@@ -3,7 +3,7 @@ SWIFT ?= swift
 CACHE ?= .demo-cache
 BIN = .build/debug/adcache
 
-.PHONY: all deps build demo test lint clean bench
+.PHONY: all deps build demo test lint clean bench release
 
 all: build
 
@@ -25,6 +25,13 @@ test:
 	@scripts/deps.sh mandoc openssl
 	$(SWIFT) build
 	$(SWIFT) test
+
+# An optimised, stripped binary with the Swift runtime linked in: it runs on a device that
+# has no Swift installed (libcurl4 and libssl3 are still needed).
+release: deps
+	$(SWIFT) build -c release --static-swift-stdlib
+	strip -o .build/adcache .build/release/adcache
+	@ls -l .build/adcache
 
 lint:
 	@scripts/deps.sh mandoc openssl

@@ -8,9 +8,11 @@ let package = Package(
         .library(name: "AdCacheKit", targets: ["AdCacheKit"]),
     ],
     targets: [
+        // libcurl's headers; the library itself is dlopen'ed by the first transfer (see
+        // Sources/AdCacheKit/Curl/CurlGlobal.swift), so that `next` never loads it. Hence
+        // no pkg-config here: pkg-config would link it.
         .systemLibrary(
             name: "CCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .systemLibrary(

@@ -1,49 +1,50 @@
-// Typed wrappers for libcurl's variadic calls, which Swift cannot call.
-// One wrapper per argument type; no logic lives here.
+// Typed wrappers for libcurl's variadic calls, which Swift cannot call, and nothing else.
+//
+// libcurl is loaded with dlopen when a transfer first needs it (AdCacheKit/Curl/CurlAPI.swift),
+// not linked: its thirty dependent libraries would add milliseconds to every `adcache next`,
+// which never touches the network. So each wrapper takes the function it calls, as looked up
+// by dlsym, and calls it with the right argument type.
 #ifndef ADCACHE_CCURL_SHIM_H
 #define ADCACHE_CCURL_SHIM_H
 
 #include <curl/curl.h>
 
 typedef size_t (*adc_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
-typedef int (*adc_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
-                                     curl_off_t ultotal, curl_off_t ulnow);
 
-static inline CURLcode adc_easy_setopt_long(CURL *h, CURLoption o, long v) {
-    return curl_easy_setopt(h, o, v);
+typedef CURLcode (*adc_easy_setopt_fn)(CURL *, CURLoption, ...);
+typedef CURLcode (*adc_easy_getinfo_fn)(CURL *, CURLINFO, ...);
+typedef CURLMcode (*adc_multi_setopt_fn)(CURLM *, CURLMoption, ...);
+
+static inline CURLcode adc_easy_setopt_long(void *fn, CURL *h, CURLoption o, long v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
 }
-static inline CURLcode adc_easy_setopt_offt(CURL *h, CURLoption o, curl_off_t v) {
-    return curl_easy_setopt(h, o, v);
+static inline CURLcode adc_easy_setopt_offt(void *fn, CURL *h, CURLoption o, curl_off_t v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
 }
-static inline CURLcode adc_easy_setopt_string(CURL *h, CURLoption o, const char *v) {
-    return curl_easy_setopt(h, o, v);
+static inline CURLcode adc_easy_setopt_string(void *fn, CURL *h, CURLoption o, const char *v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
 }
-static inline CURLcode adc_easy_setopt_pointer(CURL *h, CURLoption o, void *v) {
-    return curl_easy_setopt(h, o, v);
+static inline CURLcode adc_easy_setopt_pointer(void *fn, CURL *h, CURLoption o, void *v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
 }
-static inline CURLcode adc_easy_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v) {
-    return curl_easy_setopt(h, o, v);
+static inline CURLcode adc_easy_setopt_slist(void *fn, CURL *h, CURLoption o, struct curl_slist *v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
 }
-static inline CURLcode adc_easy_setopt_data_callback(CURL *h, CURLoption o, adc_data_callback v) {
-    return curl_easy_setopt(h, o, v);
+static inline CURLcode adc_easy_setopt_data_callback(void *fn, CURL *h, CURLoption o, adc_data_callback v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
 }
-static inline CURLcode adc_easy_setopt_xferinfo_callback(CURL *h, CURLoption o, adc_xferinfo_callback v) {
-    return curl_easy_setopt(h, o, v);
+static inline CURLcode adc_easy_getinfo_long(void *fn, CURL *h, CURLINFO i, long *v) {
+    return ((adc_easy_getinfo_fn)fn)(h, i, v);
 }
-static inline CURLcode adc_easy_getinfo_long(CURL *h, CURLINFO i, long *v) {
-    return curl_easy_getinfo(h, i, v);
+static inline CURLcode adc_easy_getinfo_string(void *fn, CURL *h, CURLINFO i, char **v) {
+    return ((adc_easy_getinfo_fn)fn)(h, i, v);
 }
-static inline CURLcode adc_easy_getinfo_offt(CURL *h, CURLINFO i, curl_off_t *v) {
-    return curl_easy_getinfo(h, i, v);
+static inline CURLMcode adc_multi_setopt_long(void *fn, CURLM *m, CURLMoption o, long v) {
+    return ((adc_multi_setopt_fn)fn)(m, o, v);
 }
-static inline CURLcode adc_easy_getinfo_string(CURL *h, CURLINFO i, char **v) {
-    return curl_easy_getinfo(h, i, v);
-}
-static inline curl_version_info_data *adc_version_info(void) {
-    return curl_version_info(CURLVERSION_NOW);
-}
-static inline CURLMcode adc_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
-    return curl_multi_setopt(m, o, v);
+/// CURLVERSION_NOW is a macro Swift cannot see.
+static inline CURLversion adc_version_now(void) {
+    return CURLVERSION_NOW;
 }
 
 #endif

@@ -1,23 +1,101 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CCurl
 
-/// libcurl's process-wide state: `curl_global_init` runs once, lazily.
-enum CurlGlobal {
-    private static let initialized: Bool = {
-        curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+/// libcurl's functions, looked up once with dlopen/dlsym when the first transfer needs them
+/// (`adcache next` never does, and so never pays for loading libcurl and its dependencies).
+/// `curl_global_init` runs right after the lookup.
+struct CurlAPI: @unchecked Sendable {
+    typealias Handle = UnsafeMutableRawPointer
+    let setopt: UnsafeMutableRawPointer
+    let getinfo: UnsafeMutableRawPointer
+    let multiSetopt: UnsafeMutableRawPointer
+    let versionInfo: @convention(c) (CURLversion) -> UnsafeMutablePointer<curl_version_info_data>?
+    let easyInit: @convention(c) () -> Handle?
+    let easyCleanup: @convention(c) (Handle?) -> Void
+    let easyStrerror: @convention(c) (CURLcode) -> UnsafePointer<CChar>?
+    let slistAppend: @convention(c) (UnsafeMutablePointer<curl_slist>?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<curl_slist>?
+    let slistFreeAll: @convention(c) (UnsafeMutablePointer<curl_slist>?) -> Void
+    let multiInit: @convention(c) () -> Handle?
+    let multiCleanup: @convention(c) (Handle?) -> CURLMcode
+    let multiAdd: @convention(c) (Handle?, Handle?) -> CURLMcode
+    let multiRemove: @convention(c) (Handle?, Handle?) -> CURLMcode
+    let multiPerform: @convention(c) (Handle?, UnsafeMutablePointer<Int32>?) -> CURLMcode
+    let multiPoll: @convention(c) (Handle?, UnsafeMutablePointer<curl_waitfd>?, UInt32, Int32, UnsafeMutablePointer<Int32>?) -> CURLMcode
+    let multiInfoRead: @convention(c) (Handle?, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CURLMsg>?
+
+    #if os(macOS)
+    static let libraryNames = ["libcurl.4.dylib", "libcurl.dylib"]
+    #else
+    static let libraryNames = ["libcurl.so.4", "libcurl.so"]
+    #endif
+
+    /// The loaded library, or why it could not be loaded.
+    static let shared: Result<CurlAPI, AdCacheError> = {
+        var lastError = "not found"
+        for name in libraryNames {
+            guard let lib = dlopen(name, RTLD_NOW | RTLD_LOCAL) else {
+                lastError = dlerror().map { String(cString: $0) } ?? "not found"
+                continue
+            }
+            do {
+                let api = try CurlAPI(lib)
+                let globalInit: @convention(c) (Int) -> CURLcode = try symbol(lib, "curl_global_init")
+                guard globalInit(Int(CURL_GLOBAL_ALL)) == CURLE_OK else { return .failure(.init(.software, "curl_global_init failed")) }
+                return .success(api)
+            } catch let e as AdCacheError {
+                return .failure(e)
+            } catch {
+                return .failure(.init(.software, "\(error)"))
+            }
+        }
+        return .failure(AdCacheError(.software, "cannot load libcurl (\(libraryNames[0])): \(lastError); install libcurl4"))
     }()
 
-    static func ensure() { _ = initialized }
+    private init(_ lib: UnsafeMutableRawPointer) throws {
+        setopt = try Self.raw(lib, "curl_easy_setopt")
+        getinfo = try Self.raw(lib, "curl_easy_getinfo")
+        multiSetopt = try Self.raw(lib, "curl_multi_setopt")
+        versionInfo = try Self.symbol(lib, "curl_version_info")
+        easyInit = try Self.symbol(lib, "curl_easy_init")
+        easyCleanup = try Self.symbol(lib, "curl_easy_cleanup")
+        easyStrerror = try Self.symbol(lib, "curl_easy_strerror")
+        slistAppend = try Self.symbol(lib, "curl_slist_append")
+        slistFreeAll = try Self.symbol(lib, "curl_slist_free_all")
+        multiInit = try Self.symbol(lib, "curl_multi_init")
+        multiCleanup = try Self.symbol(lib, "curl_multi_cleanup")
+        multiAdd = try Self.symbol(lib, "curl_multi_add_handle")
+        multiRemove = try Self.symbol(lib, "curl_multi_remove_handle")
+        multiPerform = try Self.symbol(lib, "curl_multi_perform")
+        multiPoll = try Self.symbol(lib, "curl_multi_poll")
+        multiInfoRead = try Self.symbol(lib, "curl_multi_info_read")
+    }
 
-    /// "7.88.1", for the default User-Agent.
-    static let version: String = {
-        guard let info = adc_version_info(), let v = info.pointee.version else { return "unknown" }
+    private static func raw(_ lib: UnsafeMutableRawPointer, _ name: String) throws -> UnsafeMutableRawPointer {
+        guard let p = dlsym(lib, name) else {
+            throw AdCacheError(.software, "libcurl lacks \(name) (version 7.85 or later is needed)")
+        }
+        return p
+    }
+
+    private static func symbol<T>(_ lib: UnsafeMutableRawPointer, _ name: String) throws -> T {
+        unsafeBitCast(try raw(lib, name), to: T.self)
+    }
+
+    /// "7.88.1".
+    var version: String {
+        guard let info = versionInfo(adc_version_now()), let v = info.pointee.version else { return "unknown" }
         return String(cString: v)
-    }()
+    }
 }
 
 /// The default User-Agent: `adcache/<version> libcurl/<version>`.
 public func defaultUserAgent() -> String {
-    "adcache/\(AdCacheVersion.string) libcurl/\(CurlGlobal.version)"
+    let curl = (try? CurlAPI.shared.get())?.version ?? "unknown"
+    return "adcache/\(AdCacheVersion.string) libcurl/\(curl)"
 }
 
 public enum AdCacheVersion {

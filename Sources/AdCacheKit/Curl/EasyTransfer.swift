@@ -8,6 +8,7 @@ import CCurl
 /// One attempt at one transfer: owns its `CURL *` easy handle, header list, error buffer and
 /// output file, and frees them in `deinit`. Not Sendable: the engine's thread drives it.
 final class EasyTransfer {
+    let api: CurlAPI
     let handle: UnsafeMutableRawPointer
     let request: TransferRequest
     let index: Int
@@ -28,9 +29,9 @@ final class EasyTransfer {
 
     static func validatorPath(_ path: String) -> String { path + ".validator" }
 
-    init?(request: TransferRequest, index: Int, attempt: Int, settings: TransferSettings) {
-        CurlGlobal.ensure()
-        guard let h = curl_easy_init() else { return nil }
+    init?(api: CurlAPI, request: TransferRequest, index: Int, attempt: Int, settings: TransferSettings) {
+        guard let h = api.easyInit() else { return nil }
+        self.api = api
         handle = h
         self.request = request
         self.index = index
@@ -41,13 +42,13 @@ final class EasyTransfer {
 
     deinit {
         closeFile()
-        curl_easy_cleanup(handle)
-        if let headerList { curl_slist_free_all(headerList) }
+        api.easyCleanup(handle)
+        if let headerList { api.slistFreeAll(headerList) }
         errorBuffer.deallocate()
     }
 
-    private func set(_ o: CURLoption, _ v: Int) { adc_easy_setopt_long(handle, o, v) }
-    private func set(_ o: CURLoption, _ v: String) { adc_easy_setopt_string(handle, o, v) }
+    private func set(_ o: CURLoption, _ v: Int) { adc_easy_setopt_long(api.setopt, handle, o, v) }
+    private func set(_ o: CURLoption, _ v: String) { adc_easy_setopt_string(api.setopt, handle, o, v) }
 
     private func configure(_ s: TransferSettings) {
         set(CURLOPT_URL, request.url)
@@ -65,8 +66,8 @@ final class EasyTransfer {
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(s.timeout, 30) * 1000))
         set(CURLOPT_LOW_SPEED_LIMIT, s.stallBytesPerSecond)
         set(CURLOPT_LOW_SPEED_TIME, s.stallSeconds)
-        adc_easy_setopt_offt(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBytes))
-        adc_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        adc_easy_setopt_offt(api.setopt, handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBytes))
+        adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
         if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "") }
 
         var headers = request.headers
@@ -82,18 +83,18 @@ final class EasyTransfer {
                 headers.append("If-Range: \(String(decoding: validator, as: UTF8.self))")
             }
         }
-        for line in headers { headerList = curl_slist_append(headerList, line) }
-        if headerList != nil { adc_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
+        for line in headers { headerList = api.slistAppend(headerList, line) }
+        if headerList != nil { adc_easy_setopt_slist(api.setopt, handle, CURLOPT_HTTPHEADER, headerList) }
 
         let me = Unmanaged.passUnretained(self).toOpaque()
-        adc_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, me)
-        adc_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { ptr, size, count, userdata in
+        adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_WRITEDATA, me)
+        adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_WRITEFUNCTION) { ptr, size, count, userdata in
             guard let userdata, let ptr else { return 0 }
             let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
             return t.bodyReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
         }
-        adc_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, me)
-        adc_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION) { ptr, size, count, userdata in
+        adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_HEADERDATA, me)
+        adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_HEADERFUNCTION) { ptr, size, count, userdata in
             guard let userdata, let ptr else { return 0 }
             let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
             t.headerReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
@@ -117,7 +118,7 @@ final class EasyTransfer {
 
     private var statusCode: Int {
         var code = 0
-        adc_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
+        adc_easy_getinfo_long(api.getinfo, handle, CURLINFO_RESPONSE_CODE, &code)
         return request.allowFile && code == 0 ? 200 : code
     }
 
@@ -207,7 +208,7 @@ final class EasyTransfer {
         response.status = statusCode
         response.attempts = attempt + 1
         var urlPointer: UnsafeMutablePointer<CChar>?
-        adc_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &urlPointer)
+        adc_easy_getinfo_string(api.getinfo, handle, CURLINFO_EFFECTIVE_URL, &urlPointer)
         response.effectiveURL = urlPointer.map { String(cString: $0) } ?? request.url
 
         // No fsync here: it would stall every other transfer on this thread. The fetch makes
@@ -237,7 +238,7 @@ final class EasyTransfer {
 
     private func errorText(_ code: CURLcode) -> String {
         let text = String(cString: errorBuffer)
-        return text.isEmpty ? String(cString: curl_easy_strerror(code)) : text
+        return text.isEmpty ? api.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)" : text
     }
 
     private func hostOf(_ url: String) -> String {

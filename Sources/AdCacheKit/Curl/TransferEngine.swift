@@ -30,17 +30,15 @@ public final class TransferEngine {
     /// as each finishes (in completion order).
     public func run(_ requests: [TransferRequest], completion: (Int, TransferResponse) -> Void) {
         guard !requests.isEmpty else { return }
-        CurlGlobal.ensure()
-        guard let multi = curl_multi_init() else {
-            for i in requests.indices {
-                var r = TransferResponse()
-                r.error = .other("cannot start libcurl")
-                completion(i, r)
-            }
+        let loaded = CurlAPI.shared
+        guard case .success(let api) = loaded, let multi = api.multiInit() else {
+            var r = TransferResponse()
+            if case .failure(let e) = loaded { r.error = .other(e.message) } else { r.error = .other("cannot start libcurl") }
+            for i in requests.indices { completion(i, r) }
             return
         }
-        defer { curl_multi_cleanup(multi) }
-        adc_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(settings.parallel, 4))
+        defer { _ = api.multiCleanup(multi) }
+        adc_multi_setopt_long(api.multiSetopt, multi, CURLMOPT_MAXCONNECTS, max(settings.parallel, 4))
 
         var waiting = requests.indices.map { Waiting(index: $0, attempt: 0, notBefore: 0) }
         var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
@@ -67,7 +65,7 @@ public final class TransferEngine {
             let now = monotonicNow()
             if let deadline = settings.deadline, now >= deadline {
                 for (h, t) in active {
-                    curl_multi_remove_handle(multi, h)
+                    _ = api.multiRemove(multi, h)
                     var r = t.response
                     r.error = .deadline
                     complete(t.index, r)
@@ -88,25 +86,25 @@ public final class TransferEngine {
                 let w = waiting[i]
                 guard w.notBefore <= now else { i += 1; continue }
                 waiting.remove(at: i)
-                guard let t = EasyTransfer(request: requests[w.index], index: w.index, attempt: w.attempt, settings: settings) else {
+                guard let t = EasyTransfer(api: api, request: requests[w.index], index: w.index, attempt: w.attempt, settings: settings) else {
                     var r = TransferResponse()
                     r.error = .other("cannot start libcurl")
                     complete(w.index, r)
                     continue
                 }
                 active[t.handle] = t
-                curl_multi_add_handle(multi, t.handle)
+                _ = api.multiAdd(multi, t.handle)
             }
 
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            _ = api.multiPerform(multi, &running)
 
             var queued: Int32 = 0
-            while let msg = curl_multi_info_read(multi, &queued) {
+            while let msg = api.multiInfoRead(multi, &queued) {
                 guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle,
                       let t = active.removeValue(forKey: h) else { continue }
                 let code = msg.pointee.data.result
-                curl_multi_remove_handle(multi, h)
+                _ = api.multiRemove(multi, h)
                 let response = t.finish(code)
                 finishedBytes += t.received
                 if let delay = retryDelay(response, attempt: t.attempt, request: t.request) {
@@ -129,7 +127,7 @@ public final class TransferEngine {
             }
             if timeout < 1 { continue }
             if !active.isEmpty {
-                curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
+                _ = api.multiPoll(multi, nil, 0, Int32(timeout), nil)
             } else if !waiting.isEmpty {
                 usleep(useconds_t(timeout * 1000))
             }

@@ -281,6 +281,13 @@ struct JSONBytesWriter {
     }
 
     mutating func string(_ s: String) {
+        let plain = s.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        if plain {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         var text = ""
         JSONOut.escape(s, into: &text)
         out.append(contentsOf: text.utf8)
