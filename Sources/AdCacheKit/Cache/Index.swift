@@ -67,12 +67,7 @@ public struct AdRecord: Equatable, Sendable {
             // A new asset for the campaign: the old file and validators no longer describe it.
             url = ad.url
             state = .pending
-            file = nil
-            bytes = nil
-            fileMtime = nil
-            fileSha256 = nil
-            etag = nil
-            lastModified = nil
+            forgetFile()
             type = nil
         }
         if state == .withdrawn { state = file == nil ? .pending : .ready }
@@ -88,6 +83,16 @@ public struct AdRecord: Equatable, Sendable {
         priority = ad.priority
         clickUrl = ad.clickUrl
         meta = ad.meta
+    }
+
+    /// Drops what described the cached file (it is gone or no longer this ad's).
+    mutating func forgetFile() {
+        file = nil
+        bytes = nil
+        fileMtime = nil
+        fileSha256 = nil
+        etag = nil
+        lastModified = nil
     }
 
     /// Shows left; nil is unlimited.

@@ -64,10 +64,7 @@ public final class Pruner {
                     // The record stays, without its file, while the feed lists the ad, so
                     // that its show count is not forgotten and it is not downloaded again.
                     dropped.append((r, state.rawValue))
-                    r.file = nil
-                    r.bytes = nil
-                    r.fileMtime = nil
-                    r.fileSha256 = nil
+                    r.forgetFile()
                     kept.append(r)
                 default:
                     kept.append(r)
@@ -113,12 +110,7 @@ public final class Pruner {
                 }
                 for i in kept.indices {
                     if let f = kept[i].file, removedFiles.contains(f) {
-                        kept[i].file = nil
-                        kept[i].bytes = nil
-                        kept[i].fileMtime = nil
-                        kept[i].fileSha256 = nil
-                        kept[i].etag = nil
-                        kept[i].lastModified = nil
+                        kept[i].forgetFile()
                         if kept[i].state == .ready { kept[i].state = .pending }
                     }
                 }

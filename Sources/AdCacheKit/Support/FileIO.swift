@@ -50,19 +50,9 @@ public enum FileIO {
 
     /// Reads a whole file, refusing one larger than `limit` bytes.
     public static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
-        defer { close(fd) }
         var out = [UInt8]()
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw AdCacheError.io("cannot read \(path): \(errnoText())")
-            }
-            if n == 0 { break }
-            out.append(contentsOf: buffer[0..<n])
+        try forEachBlock(ofFile: path) { block in
+            out.append(contentsOf: block)
             if Int64(out.count) > limit {
                 throw AdCacheError.badData("\(path) is larger than the limit of \(limit) bytes")
             }
@@ -71,7 +61,7 @@ public enum FileIO {
     }
 
     /// Calls `body` with each block of a file, in order.
-    public static func forEachBlock(ofFile path: String, _ body: (UnsafeRawBufferPointer) -> Void) throws {
+    public static func forEachBlock(ofFile path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
         defer { close(fd) }
@@ -83,7 +73,7 @@ public enum FileIO {
                 throw AdCacheError.io("cannot read \(path): \(errnoText())")
             }
             if n == 0 { return }
-            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
     }
 
