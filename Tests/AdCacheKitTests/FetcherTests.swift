@@ -19,7 +19,7 @@ final class FetchHarness: @unchecked Sendable {
         server = try LoopbackServer { [unowned self] request in
             if let o = self.currentOverride(), let r = o(request) { return r }
             guard let body = self.file(request.path) else { return .text(404, "not found") }
-            return .file(body, for: request, etag: "\"\(Media.sha256(body).prefix(12))\"", contentType: "image/jpeg")
+            return .file(body, for: request, etag: "\"\(Media.sha256(body).prefix(12))\"")
         }
     }
 
@@ -200,6 +200,23 @@ final class FetchHarness: @unchecked Sendable {
         #expect(a.state == .failed && a.file == nil)
         #expect(FileIO.list(h.store.partialDirectory).isEmpty)
         #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+    }
+
+    @Test func typeFromContentTypeWhenTheFeedAndURLDoNotSay() throws {
+        let h = try FetchHarness()
+        h.setOverride { r in
+            switch r.path {
+            case "/labelled": return .file(Media.mp4(), for: r, contentType: "video/mp4")
+            case "/mislabelled": return .file(Media.jpeg(), for: r, contentType: "video/mp4")
+            case "/unlabelled": return .file(Media.png(), for: r)
+            default: return nil
+            }
+        }
+        h.feed(#"[{"id":"l","url":"labelled"},{"id":"m","url":"mislabelled"},{"id":"u","url":"unlabelled"}]"#)
+        let report = try h.fetch()
+        #expect(report.ads.map(\.outcome) == [.downloaded, .failed, .downloaded])
+        #expect(report.ads[1].error?.contains("Content-Type says video") == true)
+        #expect(try h.index().ads.map(\.type) == [.video, nil, .image])
     }
 
     @Test func typeMismatchAndSHAMismatchAreRejected() throws {

@@ -304,8 +304,12 @@ public final class Fetcher {
             let what = response.headers["content-type"].map { " (served as \($0))" } ?? ""
             return failed("\(ad.url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM")
         }
-        if let type = ad.type, type != format.type {
-            return failed("\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but the ad says \(type.rawValue)")
+        // The type: the feed's (or the URL extension's), else the Content-Type's; the first
+        // bytes must agree with it.
+        if let type = ad.type ?? response.headers["content-type"].flatMap(MediaFormat.type(forContentType:)),
+           type != format.type {
+            let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
+            return failed("\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
         }
         let name = SHA256Hasher.hex(ad.url) + "." + format.fileExtension
         let target = store.assetPath(name)
