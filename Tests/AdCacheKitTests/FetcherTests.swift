@@ -16,7 +16,8 @@ final class FetchHarness: @unchecked Sendable {
 
     init() throws {
         store = CacheStore(directory: dir.path + "/cache")
-        server = try LoopbackServer { [unowned self] request in
+        server = try LoopbackServer { [weak self] request in
+            guard let self else { return .text(503, "gone") }
             if let o = self.currentOverride(), let r = o(request) { return r }
             guard let body = self.file(request.path) else { return .text(404, "not found") }
             return .file(body, for: request, etag: "\"\(Media.sha256(body).prefix(12))\"")
@@ -55,7 +56,7 @@ final class FetchHarness: @unchecked Sendable {
         o.feed = server.url("/feed.json")
         o.transfer.retryBaseDelay = 0.05
         configure(&o)
-        let fetcher = Fetcher(store: store, options: o, warn: { [unowned self] w in self.lock.lock(); self.warnings.append(w); self.lock.unlock() })
+        let fetcher = Fetcher(store: store, options: o, warn: { [weak self] w in self?.lock.lock(); self?.warnings.append(w); self?.lock.unlock() })
         return try fetcher.run()
     }
 

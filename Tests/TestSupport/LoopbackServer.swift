@@ -170,8 +170,10 @@ public final class LoopbackServer: @unchecked Sendable {
         }
         let request = Request(method: String(parts[0]), path: String(parts[1]), headers: headers)
         lock.lock()
-        requests.append(request)
+        let isStopped = stopped
+        if !isStopped { requests.append(request) }
         lock.unlock()
+        if isStopped { return }   // a connection that raced with stop(): the test is over
 
         let response = handler(request)
         if response.delay > 0 { usleep(useconds_t(response.delay * 1_000_000)) }

@@ -20,7 +20,8 @@ import TestSupport
         init(count: Int, size: Int, chunk: Int = 16_384, pause: Double = 0.02) throws {
             self.count = count
             self.size = size
-            server = try LoopbackServer { [unowned self] r in
+            server = try LoopbackServer { [weak self] r in
+                guard let self else { return .text(503, "gone") }
                 let gen = self.currentGeneration
                 if r.path == "/feed.json" { return .text(200, self.feed(gen), contentType: "application/json") }
                 guard r.path.hasPrefix("/a/"), let i = Int(r.path.dropFirst(3)), i < count else { return .text(404, "no") }
