@@ -1,9 +1,13 @@
 # adcache — see README.md.
 SWIFT ?= swift
 CACHE ?= .demo-cache
-BIN = .build/debug/adcache
+PREFIX ?= /usr/local
+DESTDIR ?=
+# What `make install` installs: the release binary unless told otherwise.
+BIN ?= .build/adcache
+DEMO = .build/debug/adcache
 
-.PHONY: all deps build demo test lint clean bench release
+.PHONY: all deps build demo test lint clean bench release install uninstall
 
 all: build
 
@@ -16,13 +20,13 @@ build: deps
 # The main job on the bundled example feed: no network needed.
 demo: build
 	rm -rf $(CACHE)
-	$(BIN) --cache-dir $(CACHE) fetch --no-progress Examples/feed.json
-	$(BIN) --cache-dir $(CACHE) list
-	$(BIN) --cache-dir $(CACHE) next --json
+	$(DEMO) --cache-dir $(CACHE) fetch --no-progress Examples/feed.json
+	$(DEMO) --cache-dir $(CACHE) list
+	$(DEMO) --cache-dir $(CACHE) next --json
 
 # The tests (mandoc lints the man page; nginx serves the big-file test).
 test:
-	@scripts/deps.sh mandoc openssl
+	@scripts/deps.sh mandoc openssl zsh bsdutils
 	$(SWIFT) build
 	$(SWIFT) test
 
@@ -32,6 +36,25 @@ release: deps
 	$(SWIFT) build -c release --static-swift-stdlib
 	strip -o .build/adcache .build/release/adcache
 	@ls -l .build/adcache
+
+.build/adcache:
+	$(MAKE) release
+
+BASHDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSHDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+FISHDIR = $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+
+install: $(BIN)
+	install -Dm755 $(BIN) $(DESTDIR)$(PREFIX)/bin/adcache
+	install -Dm644 man/adcache.1 $(DESTDIR)$(PREFIX)/share/man/man1/adcache.1
+	install -d $(BASHDIR) $(ZSHDIR) $(FISHDIR)
+	$(BIN) completions bash > $(BASHDIR)/adcache
+	$(BIN) completions zsh > $(ZSHDIR)/_adcache
+	$(BIN) completions fish > $(FISHDIR)/adcache.fish
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/adcache $(DESTDIR)$(PREFIX)/share/man/man1/adcache.1 \
+		$(BASHDIR)/adcache $(ZSHDIR)/_adcache $(FISHDIR)/adcache.fish
 
 lint:
 	@scripts/deps.sh mandoc openssl

@@ -19,6 +19,7 @@ struct Context {
 enum CLI {
     static let commands: [any Command.Type] = [
         FetchCommand.self, NextCommand.self, PruneCommand.self, ListCommand.self, ClearCommand.self, HelpCommand.self,
+        CompletionsCommand.self,
     ]
 
     static var specs: [CommandSpec] { commands.map { $0.spec } }

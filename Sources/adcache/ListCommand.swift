@@ -22,6 +22,7 @@ enum ListCommand: Command {
             return .success
         }
         guard !console.quiet else { return .success }
+        let color = console.colorOutput
         var rows = [["ID", "TYPE", "STATE", "SHOWS", "STARTS", "EXPIRES", "SIZE"]]
         for e in entries {
             let r = e.record
@@ -30,8 +31,8 @@ enum ListCommand: Command {
                 r.type?.rawValue ?? "-",
                 e.state.rawValue,
                 "\(r.shows)/\(r.maxShows.map(String.init) ?? "∞")",
-                r.start.map(shortTime) ?? "-",
-                r.expires.map(shortTime) ?? "never",
+                r.start.map { relative($0, now: t) } ?? "-",
+                r.expires.map { relative($0, now: t) } ?? "never",
                 r.file == nil ? "-" : ByteSize.human(r.bytes ?? 0),
             ])
         }
@@ -39,11 +40,14 @@ enum ListCommand: Command {
         for (n, row) in rows.enumerated() {
             var line = ""
             for (c, cell) in row.enumerated() {
-                let padded = c == 6 ? String(repeating: " ", count: widths[c] - cell.count) + cell
-                    : cell + String(repeating: " ", count: widths[c] - cell.count)
+                let pad = String(repeating: " ", count: widths[c] - cell.count)
+                var padded = c == 6 ? pad + cell : cell + pad
+                if color, n > 0, c == 2 { padded = paint(entries[n - 1].state, padded) }
+                if color, n == 0 { padded = "\u{1B}[1m" + padded + "\u{1B}[0m" }
                 line += (c == 0 ? "" : "  ") + padded
             }
-            console.out(line.trimmingCharacters(in: .whitespaces))
+            while line.hasSuffix(" ") { line.removeLast() }
+            console.out(line)
             if n == 0 && entries.isEmpty { break }
         }
         for e in entries where e.state == .failed {
@@ -52,21 +56,33 @@ enum ListCommand: Command {
         return .success
     }
 
-    /// `2027-03-01 08:00` in UTC.
-    static func shortTime(_ t: Double) -> String {
-        let s = Time.format(t.rounded(.down))
-        return s.prefix(10) + " " + s.dropFirst(11).prefix(5)
+    /// "in 3 days", "2 h ago", "now": how far `t` is from `now`, as a person says it.
+    static func relative(_ t: Double, now: Double) -> String {
+        let d = t - now
+        let a = abs(d)
+        func plural(_ n: Int, _ unit: String) -> String { "\(n) \(unit)\(n == 1 ? "" : "s")" }
+        let text: String
+        switch a {
+        case ..<60: return "now"
+        case ..<3600: text = "\(Int(a / 60)) min"
+        case ..<86400: text = "\(Int(a / 3600)) h"
+        case ..<(86400 * 60): text = plural(Int(a / 86400), "day")
+        case ..<(86400 * 730): text = plural(Int(a / (86400 * 30)), "month")
+        default: text = plural(Int(a / (86400 * 365)), "year")
+        }
+        return d > 0 ? "in \(text)" : "\(text) ago"
     }
-}
 
-/// `adcache clear`.
-enum ClearCommand: Command {
-    static let spec = CommandSpec(name: "clear", abstract: "Remove every cached ad and file (the directory stays).")
-
-    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(spec)
-        let n = try clearCache(context.store, warn: context.warn)
-        if !context.console.quiet { context.console.out("removed \(n) file\(n == 1 ? "" : "s")") }
-        return .success
+    /// The state in a colour that says whether it is good news.
+    static func paint(_ state: AdState, _ text: String) -> String {
+        let code: String
+        switch state {
+        case .ready: code = "32"
+        case .scheduled: code = "36"
+        case .pending: code = "33"
+        case .failed, .missing: code = "31"
+        case .expired, .exhausted, .withdrawn: code = "2"
+        }
+        return "\u{1B}[\(code)m\(text)\u{1B}[0m"
     }
 }

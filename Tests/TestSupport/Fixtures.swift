@@ -93,27 +93,33 @@ public enum Adcache {
     }
 
     /// Runs `adcache args…` with `environment` added to a minimal one (HOME points into
-    /// `home` so that no real cache is touched).
+    /// a scratch directory so that no real cache is touched).
     public static func run(_ args: [String], environment: [String: String] = [:], cwd: String? = nil) -> Run {
-        let scratch = TempDir()
-        defer { scratch.remove() }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = args
-        var env = ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "TZ": "UTC"]
-        for (k, v) in environment { env[k] = v }
-        p.environment = env
-        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
-        let outPath = scratch.file("stdout"), errPath = scratch.file("stderr")
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
-        p.standardOutput = FileHandle(forWritingAtPath: outPath)
-        p.standardError = FileHandle(forWritingAtPath: errPath)
-        p.standardInput = FileHandle.nullDevice
-        do { try p.run() } catch { return Run(status: -1, stdout: "", stderr: "cannot run \(binary): \(error)") }
-        p.waitUntilExit()
-        let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-        let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-        return Run(status: p.terminationStatus, stdout: out, stderr: err)
+        runProgram(binary, args, environment: environment, cwd: cwd)
     }
+}
+
+/// Runs any program with a minimal environment plus `environment`, capturing stdout, stderr
+/// and the exit code separately (through files, so that nothing blocks on a full pipe).
+public func runProgram(_ path: String, _ args: [String], environment: [String: String] = [:], cwd: String? = nil) -> Run {
+    let scratch = TempDir()
+    defer { scratch.remove() }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    var env = ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "TZ": "UTC", "TERM": "xterm"]
+    for (k, v) in environment { env[k] = v }
+    p.environment = env
+    if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
+    let outPath = scratch.file("stdout"), errPath = scratch.file("stderr")
+    FileManager.default.createFile(atPath: outPath, contents: nil)
+    FileManager.default.createFile(atPath: errPath, contents: nil)
+    p.standardOutput = FileHandle(forWritingAtPath: outPath)
+    p.standardError = FileHandle(forWritingAtPath: errPath)
+    p.standardInput = FileHandle.nullDevice
+    do { try p.run() } catch { return Run(status: -1, stdout: "", stderr: "cannot run \(path): \(error)") }
+    p.waitUntilExit()
+    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+    return Run(status: p.terminationStatus, stdout: out, stderr: err)
 }

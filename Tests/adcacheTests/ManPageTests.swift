@@ -21,7 +21,7 @@ import TestSupport
         #expect(out.isEmpty, "\(out)")
     }
 
-    @Test(arguments: ["fetch", "next", "prune", "list", "clear", "help"])
+    @Test(arguments: ["fetch", "next", "prune", "list", "clear", "help", "completions"])
     func documentsEveryOptionOfTheCommand(command: String) throws {
         let man = try String(contentsOfFile: manPath, encoding: .utf8)
         #expect(man.contains(".Ss \(command)"), "no section for \(command)")

@@ -1,0 +1,175 @@
+import AdCacheKit
+
+/// `adcache completions bash|zsh|fish`: shell completion scripts, generated from the same
+/// command specs as the help, so they never drift from the options the binary accepts.
+enum CompletionsCommand: Command {
+    static let spec = CommandSpec(
+        name: "completions",
+        abstract: "Print a shell completion script (bash, zsh or fish).",
+        discussion: "bash: source <(adcache completions bash); zsh: adcache completions zsh > \"${fpath[1]}/_adcache\"; fish: adcache completions fish > ~/.config/fish/completions/adcache.fish",
+        arguments: [("<shell>", "bash, zsh or fish.")]
+    )
+
+    static let shells = ["bash", "zsh", "fish"]
+
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
+        try args.noPositionals(spec, allowed: 1)
+        guard let shell = args.positionals.first else {
+            throw AdCacheError.usage("which shell? bash, zsh or fish", hint: "see 'adcache completions --help'")
+        }
+        switch shell {
+        case "bash": context.console.out(bash())
+        case "zsh": context.console.out(zsh())
+        case "fish": context.console.out(fish())
+        default:
+            throw AdCacheError.usage("unknown shell '\(shell)' (bash, zsh or fish)", hint: "see 'adcache completions --help'")
+        }
+        return .success
+    }
+
+    static var commands: [CommandSpec] { CLI.specs }
+
+    /// The fixed values an option or argument takes, if any.
+    static func values(_ option: String) -> [String]? {
+        switch option {
+        case "type": return AdType.allCases.map(\.rawValue)
+        default: return nil
+        }
+    }
+
+    static let fileOptions: Set<String> = ["cacert", "fallback"]
+    static let directoryOptions: Set<String> = ["cache-dir"]
+
+    /// Help text made safe inside the quotes and brackets of a completion script.
+    static func clean(_ s: String) -> String {
+        String(s.filter { !"[]:'\"\\$`".contains($0) }.prefix(70))
+    }
+
+    static func bash() -> String {
+        let names = commands.map(\.name).joined(separator: " ")
+        let valued = (commands.flatMap(\.options) + globalOptions).filter { $0.value != nil }.map { "--" + $0.long }
+        var cases = ""
+        for c in commands {
+            let opts = (c.options + globalOptions).map { "--" + $0.long }.joined(separator: " ")
+            var words = opts
+            if c.name == "help" { words = names }
+            if c.name == "completions" { words = shells.joined(separator: " ") }
+            cases += "        \(c.name)) words=\"\(words)\" ;;\n"
+        }
+        return """
+        # bash completion for adcache (adcache completions bash)
+        _adcache() {
+            local cur prev cmd="" i words
+            cur="${COMP_WORDS[COMP_CWORD]}"
+            prev="${COMP_WORDS[COMP_CWORD-1]}"
+            for ((i = 1; i < COMP_CWORD; i++)); do
+                case "${COMP_WORDS[i]}" in
+                    --cache-dir) ((i++)) ;;
+                    -*) ;;
+                    *) cmd="${COMP_WORDS[i]}"; break ;;
+                esac
+            done
+            case "$prev" in
+                --type) COMPREPLY=($(compgen -W "\(values("type")!.joined(separator: " "))" -- "$cur")); return ;;
+                --cache-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+                --cacert|--fallback) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+                \(valued.filter { !["--type", "--cache-dir", "--cacert", "--fallback"].contains($0) }.joined(separator: "|"))) return ;;
+            esac
+            if [[ -z "$cmd" ]]; then
+                COMPREPLY=($(compgen -W "\(names) --cache-dir --quiet --verbose --help --version" -- "$cur"))
+                return
+            fi
+            case "$cmd" in
+        \(cases)        *) return ;;
+            esac
+            COMPREPLY=($(compgen -W "$words" -- "$cur"))
+        }
+        complete -F _adcache adcache
+        """
+    }
+
+    static func zsh() -> String {
+        var out = """
+        #compdef adcache
+        # zsh completion for adcache (adcache completions zsh)
+        _adcache() {
+            local -a commands
+            commands=(
+
+        """
+        for c in commands { out += "        '\(c.name):\(clean(c.abstract))'\n" }
+        out += """
+            )
+            local i cmd=""
+            for ((i = 2; i < CURRENT; i++)); do
+                case "${words[i]}" in
+                    --cache-dir) ((i++)) ;;
+                    -*) ;;
+                    *) cmd="${words[i]}"; break ;;
+                esac
+            done
+            if [[ -z "$cmd" ]]; then
+                _arguments '--cache-dir[The cache directory]:dir:_files -/' '(-q --quiet)'{-q,--quiet}'[Print nothing on stdout]' \\
+                    '(-v --verbose)'{-v,--verbose}'[Say more on stderr]' '--version[Show the version]' '(-h --help)'{-h,--help}'[Show help]' \\
+                    '*::command:->command'
+                _describe 'command' commands
+                return
+            fi
+            case "$cmd" in
+
+        """
+        for c in commands {
+            var specs: [String] = []
+            for o in c.options + globalOptions {
+                var s = "'--\(o.long)[\(clean(o.help))]"
+                if o.value != nil {
+                    if let v = values(o.long) { s += ":\(o.long):(\(v.joined(separator: " ")))" }
+                    else if directoryOptions.contains(o.long) { s += ":dir:_files -/" }
+                    else if fileOptions.contains(o.long) { s += ":file:_files" }
+                    else { s += ":\(o.long): " }
+                }
+                specs.append(s + "'")
+            }
+            if c.name == "help" { specs.append("'1:command:(\(commands.map(\.name).joined(separator: " ")))'") }
+            if c.name == "completions" { specs.append("'1:shell:(\(shells.joined(separator: " ")))'") }
+            if c.name == "fetch" { specs.append("'1:feed:_files'") }
+            out += "        \(c.name)) _arguments \\\n            " + specs.joined(separator: " \\\n            ") + " ;;\n"
+        }
+        out += """
+            esac
+        }
+        compdef _adcache adcache
+        """
+        return out
+    }
+
+    static func fish() -> String {
+        var lines = ["# fish completion for adcache (adcache completions fish)", "complete -c adcache -f"]
+        let names = commands.map(\.name).joined(separator: " ")
+        for c in commands {
+            lines.append("complete -c adcache -n '__fish_use_subcommand' -a \(c.name) -d '\(clean(c.abstract))'")
+        }
+        for o in globalOptions {
+            var l = "complete -c adcache -l \(o.long)"
+            if let s = o.short { l += " -s \(s)" }
+            if o.value != nil { l += directoryOptions.contains(o.long) ? " -r -a '(__fish_complete_directories)'" : " -r" }
+            lines.append(l + " -d '\(clean(o.help))'")
+        }
+        for c in commands {
+            let cond = "-n '__fish_seen_subcommand_from \(c.name)'"
+            for o in c.options {
+                var l = "complete -c adcache \(cond) -l \(o.long)"
+                if o.value != nil {
+                    if let v = values(o.long) { l += " -x -a '\(v.joined(separator: " "))'" }
+                    else if fileOptions.contains(o.long) { l += " -r -F" }
+                    else { l += " -x" }
+                }
+                lines.append(l + " -d '\(clean(o.help))'")
+            }
+            if c.name == "help" { lines.append("complete -c adcache \(cond) -a '\(names)'") }
+            if c.name == "completions" { lines.append("complete -c adcache \(cond) -a '\(shells.joined(separator: " "))'") }
+            if c.name == "fetch" { lines.append("complete -c adcache \(cond) -F") }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Runs a program (not adcache), as a person's shell would.
+func sh(_ path: String, _ args: [String], env: [String: String] = [:], cwd: String? = nil) -> Run {
+    var e = ["PATH": "/usr/local/bin:/usr/bin:/bin:/opt/swift/usr/bin"]
+    for (k, v) in env { e[k] = v }
+    return runProgram(path, args, environment: e, cwd: cwd)
+}
+
+func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(atPath: path) }
+
+@Suite struct InstallTests {
+    @Test func makeInstallPutsEveryFileInPlaceAndUninstallRemovesThem() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let root = dir.path + "/root"
+        let install = sh("/usr/bin/make", ["-s", "install", "DESTDIR=\(root)", "PREFIX=/usr", "BIN=\(Adcache.binary)"], cwd: packageRoot)
+        #expect(install.status == 0, "\(install.stderr)")
+        let files = ["/usr/bin/adcache", "/usr/share/man/man1/adcache.1", "/usr/share/bash-completion/completions/adcache",
+                     "/usr/share/zsh/site-functions/_adcache", "/usr/share/fish/vendor_completions.d/adcache.fish"]
+        for f in files { #expect(FileManager.default.fileExists(atPath: root + f), "\(f)") }
+        let version = sh(root + "/usr/bin/adcache", ["--version"])
+        #expect(version.status == 0 && version.stdout.hasPrefix("adcache "))
+        #expect(FileManager.default.contents(atPath: root + "/usr/share/man/man1/adcache.1") == FileManager.default.contents(atPath: packageRoot + "/man/adcache.1"))
+        let uninstall = sh("/usr/bin/make", ["-s", "uninstall", "DESTDIR=\(root)", "PREFIX=/usr"], cwd: packageRoot)
+        #expect(uninstall.status == 0)
+        for f in files { #expect(!FileManager.default.fileExists(atPath: root + f), "\(f)") }
+    }
+}
+
+@Suite struct CompletionTests {
+    func script(_ shell: String) throws -> String {
+        let dir = TempDir()
+        let r = Adcache.run(["completions", shell])
+        #expect(r.status == 0)
+        return dir.write("adcache.\(shell)", r.stdout)
+    }
+
+    @Test func bashCompletesCommandsOptionsAndValues() throws {
+        let file = try script("bash")
+        let probe = """
+        source \(file) || exit 9
+        complete -p adcache || exit 8
+        COMP_WORDS=(adcache fe); COMP_CWORD=1; _adcache; echo "1:${COMPREPLY[*]}"
+        COMP_WORDS=(adcache next --pe); COMP_CWORD=2; _adcache; echo "2:${COMPREPLY[*]}"
+        COMP_WORDS=(adcache next --type ''); COMP_CWORD=3; _adcache; echo "3:${COMPREPLY[*]}"
+        COMP_WORDS=(adcache --cache-dir /tmp/x fetch --par); COMP_CWORD=4; _adcache; echo "4:${COMPREPLY[*]}"
+        COMP_WORDS=(adcache help ''); COMP_CWORD=2; _adcache; echo "5:${COMPREPLY[*]}"
+        """
+        let r = sh("/bin/bash", ["-c", probe])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.isEmpty, "\(r.stderr)")
+        #expect(r.stdout.contains("1:fetch\n"))
+        #expect(r.stdout.contains("2:--peek\n"))
+        #expect(r.stdout.contains("3:image video\n"))
+        #expect(r.stdout.contains("4:--parallel\n"))
+        #expect(r.stdout.contains("5:fetch next prune list clear help completions\n"))
+    }
+
+    @Test func zshScriptLoads() throws {
+        guard available("/usr/bin/zsh") || available("/bin/zsh") else {
+            print("skipped: zsh is not installed (make test installs it)")
+            return
+        }
+        let file = try script("zsh")
+        let syntax = sh("/usr/bin/zsh", ["-n", file])
+        #expect(syntax.status == 0, "\(syntax.stderr)")
+        let load = sh("/usr/bin/zsh", ["-c", "autoload -Uz compinit && compinit -u -d /tmp/zcd-$$ && source \(file) && print -r -- ${_comps[adcache]}"])
+        #expect(load.status == 0, "\(load.stderr)")
+        #expect(load.stdout == "_adcache\n")
+    }
+
+    @Test func fishScriptLoadsAndCompletesValues() throws {
+        guard available("/usr/bin/fish") else {
+            print("skipped: fish is not installed")
+            return
+        }
+        let file = try script("fish")
+        let r = sh("/usr/bin/fish", ["-c", "source \(file); complete -C 'adcache next --type '"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("image") && r.stdout.contains("video"))
+    }
+
+    @Test func unknownShellIsAUsageError() {
+        let r = Adcache.run(["completions", "tcsh"])
+        #expect(r.status == 64)
+        #expect(r.stderr.hasPrefix("adcache: error: unknown shell 'tcsh'"))
+    }
+}
+
+@Suite struct ListOutputTests {
+    /// A cache with one ad that started 2 h before `at` and expires 3 days after it.
+    func cache(_ s: Sandbox) throws -> String {
+        let feed = s.dir.write("feed.json", """
+        [{"id":"soon","url":"\(packageRoot)/Examples/assets/spring.jpg","start":"2027-03-01T06:00:00Z","expires":"2027-03-04T08:00:00Z","maxShows":3},
+         {"id":"gone","url":"\(packageRoot)/Examples/assets/missing.jpg"}]
+        """)
+        let r = s.run(["fetch", feed])
+        #expect(r.status == 75)
+        return "2027-03-01T08:00:00Z"
+    }
+
+    @Test func alignedTableWithHumanSizesAndRelativeTimes() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let at = try cache(s)
+        let r = s.run(["list", "--at", at])
+        #expect(r.status == 0)
+        #expect(r.lines[0] == "ID    TYPE   STATE   SHOWS  STARTS   EXPIRES    SIZE")
+        #expect(r.lines[1] == "soon  image  ready   0/3    2 h ago  in 3 days  5.0K")
+        #expect(r.lines[2] == "gone  image  failed  0/∞    -        never         -")
+        #expect(r.lines[3].hasPrefix("  gone: file://"))
+        #expect(!r.stdout.contains("\u{1B}["))   // not a terminal: no colour
+    }
+
+    @Test func colourOnlyOnATerminalAndNeverWithNO_COLOR() throws {
+        guard available("/usr/bin/script") else {
+            print("skipped: script(1) is not installed (bsdutils)")
+            return
+        }
+        let s = Sandbox(); defer { s.remove() }
+        let at = try cache(s)
+        let command = "\(Adcache.binary) --cache-dir \(s.cache) list --at \(at)"
+        let tty = sh("/usr/bin/script", ["-qec", command, "/dev/null"])
+        #expect(tty.stdout.contains("\u{1B}[32mready"), "\(tty.stdout)")
+        #expect(tty.stdout.contains("\u{1B}[31mfailed"))
+        let noColor = sh("/usr/bin/script", ["-qec", command, "/dev/null"], env: ["NO_COLOR": "1"])
+        #expect(noColor.stdout.contains("ready"))
+        #expect(!noColor.stdout.contains("\u{1B}["))
+    }
+}
+
+@Suite struct ContribTests {
+    @Test func systemdUnitsVerify() throws {
+        guard available("/usr/bin/systemd-analyze") else {
+            print("skipped: systemd-analyze is not installed")
+            return
+        }
+        let dir = TempDir(); defer { dir.remove() }
+        var paths: [String] = []
+        for unit in ["adcache-fetch.service", "adcache-fetch.timer"] {
+            let text = try String(contentsOfFile: packageRoot + "/contrib/systemd/" + unit, encoding: .utf8)
+            // The unit names the installed binary; point it at this build for the check.
+            paths.append(dir.write(unit, text.replacingOccurrences(of: "/usr/local/bin/adcache", with: Adcache.binary)))
+        }
+        let r = sh("/usr/bin/systemd-analyze", ["verify", "--man=no"] + paths, env: ["SYSTEMD_LOG_LEVEL": "warning"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.isEmpty, "\(r.stderr)")
+        let service = try String(contentsOfFile: paths[0], encoding: .utf8)
+        for directive in ["User=adcache", "ProtectSystem=strict", "ReadWritePaths=/var/cache/adcache"] { #expect(service.contains(directive)) }
+        let timer = try String(contentsOfFile: paths[1], encoding: .utf8)
+        for directive in ["RandomizedDelaySec=", "Persistent=true"] { #expect(timer.contains(directive)) }
+    }
+
+    @Test func launcherShowsTheChosenAdForItsDurationOrTheDefault() throws {
+        let s = Sandbox(); defer { s.remove() }
+        #expect(s.run(["fetch", packageRoot + "/Examples/feed.json"]).status == 0)
+        // A stand-in viewer and the binary on PATH; the launcher prints what it would run.
+        let bin = s.dir.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        s.dir.write("bin/mpv", "#!/bin/sh\necho mpv \"$@\"\n")
+        chmod(bin + "/mpv", 0o755)
+        try? FileManager.default.createSymbolicLink(atPath: bin + "/adcache", withDestinationPath: Adcache.binary)
+        let env = ["PATH": "\(bin):/usr/bin:/bin", "ADCACHE_DIR": s.cache]
+        let r = sh(packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png", "/bin/echo", "app started"], env: env)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("--length=4"))   // spring-sale's duration
+        #expect(r.stdout.contains(s.cache + "/assets/"))
+        #expect(r.stdout.hasSuffix("app started\n"))
+        // A relaunch within the cooldown gets the default image.
+        let again = sh(packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png"], env: env)
+        #expect(again.stdout.contains("/opt/app/default.png"), "\(again.stdout)")
+    }
+}
