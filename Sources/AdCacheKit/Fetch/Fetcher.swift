@@ -41,7 +41,9 @@ public final class Fetcher {
     public func run() throws -> FetchReport {
         if let given = options.feed { _ = try FeedLocation(given) }   // a bad FEED changes nothing
         if options.jitter > 0 {
-            usleep(useconds_t(Double.random(in: 0...options.jitter) * 1_000_000))
+            var pause = Double.random(in: 0...options.jitter)
+            if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
+            usleep(useconds_t(pause * 1_000_000))
         }
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
