@@ -121,11 +121,12 @@ PY
 GPORT=$(freeport)
 python3 bench/slow_server.py "$W/grow" "$GPORT" 0 & PIDS+=($!)
 waitport "$GPORT"
-prev=""
 for n in 10 100 1000; do
+    for i in $(seq 0 $((n - 1))); do printf 'url = "http://127.0.0.1:%s/a/%d.jpg"\noutput = "%s/gc%d/%d.jpg"\n' "$GPORT" "$i" "$W" "$n" "$i"; done > "$W/g$n.cfg"
     hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/g$n" --export-json "$W/g$n.json" "$B --cache-dir $W/g$n fetch -q --no-progress http://127.0.0.1:$GPORT/feed$n.json" >/dev/null 2>&1
-    t=$(median "$W/g$n.json")
-    row "fetch of $n ads (2 KiB each, no delay): per ad" "$(python3 -c "print(f'{$t*1000/$n:.2f} ms')")" "" "" "linear" ""
+    hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/gc$n" --export-json "$W/gc$n.json" "curl -s --create-dirs --parallel --parallel-max 4 --config $W/g$n.cfg" >/dev/null 2>&1
+    t=$(median "$W/g$n.json"); tc=$(median "$W/gc$n.json")
+    row "fetch of $n ads (2 KiB each, no delay): per ad, vs curl" "$(python3 -c "print(f'{$t*1000/$n:.2f} ms')")" "$(python3 -c "print(f'{$tc*1000/$n:.2f} ms')")" "$(ratio "$t" "$tc")" "linear" ""
 done
 
 {

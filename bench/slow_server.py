@@ -10,6 +10,7 @@ BODYBYTES") to LOGFILE, so a benchmark can count the asset bodies transferred.
 import hashlib
 import http.server
 import os
+import socket
 import socketserver
 import sys
 import threading
@@ -32,6 +33,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        # As production servers do: no Nagle stall between the headers and the body.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self):
         time.sleep(delay)
