@@ -33,8 +33,9 @@ test:
 # An optimised, stripped binary with the Swift runtime linked in: it runs on a device that
 # has no Swift installed (libcurl4 and libssl3 are still needed).
 release: deps
-	$(SWIFT) build -c release --static-swift-stdlib
-	strip -o .build/adcache .build/release/adcache
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-static
+	mkdir -p .build
+	strip -o .build/adcache .build-static/release/adcache
 	@ls -l .build/adcache
 
 .build/adcache:
@@ -61,7 +62,7 @@ lint:
 	mandoc -T lint -W warning man/adcache.1
 
 clean:
-	rm -rf .build $(CACHE)
+	rm -rf .build .build-static $(CACHE)
 
 # Speed and memory, side by side with curl, jq and a minimal Swift program (SPEC §7).
 bench:

@@ -178,6 +178,12 @@ import Testing
         #expect(Time.localDay(t, timeZone: TimeZone(identifier: "Asia/Shanghai")!) == Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!) + 1)
     }
 
+    @Test func libcLocalDayAgreesWithFoundation() {
+        for t in stride(from: 1_790_000_000.0, to: 1_830_000_000, by: 3_333_333.3) {
+            #expect(Time.localDay(t) == Time.localDay(t, timeZone: .current), "\(t)")
+        }
+    }
+
     @Test func sizes() {
         #expect(ByteSize.parse("0") == 0)
         #expect(ByteSize.parse("512") == 512)

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 
 /// Times are Unix seconds (a Double, so milliseconds survive). This file reads the forms the
@@ -92,8 +97,18 @@ public enum Time {
         return s + "Z"
     }
 
-    /// The local calendar day (days since 1970-01-01 in the device's time zone).
-    public static func localDay(_ t: Double, timeZone: TimeZone = .current) -> Int {
+    /// The local calendar day (days since 1970-01-01 in the device's time zone, `TZ`).
+    /// Read through libc's localtime_r: Foundation's TimeZone.current would load ICU, which
+    /// costs `next` more than everything else it does.
+    public static func localDay(_ t: Double) -> Int {
+        var seconds = time_t(t.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return Int((t / 86400).rounded(.down)) }
+        return Int(((t + Double(parts.tm_gmtoff)) / 86400).rounded(.down))
+    }
+
+    /// The calendar day of `t` in `timeZone`.
+    public static func localDay(_ t: Double, timeZone: TimeZone) -> Int {
         let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: t))
         return Int(((t + Double(offset)) / 86400).rounded(.down))
     }
