@@ -15,9 +15,9 @@ let package = Package(
             name: "CCurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // OpenSSL's headers; libcrypto is dlopen'ed by the first SHA-256, likewise.
         .systemLibrary(
             name: "CCrypto",
-            pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto"]),

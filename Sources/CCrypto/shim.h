@@ -1,4 +1,6 @@
-// OpenSSL's libcrypto, for SHA-256 (EVP digest interface).
+// OpenSSL's libcrypto, for SHA-256 (EVP digest interface): its types only. The library is
+// dlopen'ed by the first digest (AdCacheKit/Support/SHA256.swift), so that `adcache next`,
+// which computes none, does not pay for loading it.
 #ifndef ADCACHE_CCRYPTO_SHIM_H
 #define ADCACHE_CCRYPTO_SHIM_H
 #include <openssl/evp.h>

@@ -1,19 +1,61 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CCrypto
+
+/// libcrypto's EVP digest functions, looked up once with dlopen/dlsym by the first digest.
+struct CryptoAPI: @unchecked Sendable {
+    let newContext: @convention(c) () -> OpaquePointer?
+    let freeContext: @convention(c) (OpaquePointer?) -> Void
+    let sha256: @convention(c) () -> OpaquePointer?
+    let digestInit: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32
+    let digestUpdate: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32
+    let digestFinal: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32
+
+    #if os(macOS)
+    static let libraryNames = ["libcrypto.3.dylib", "libcrypto.dylib"]
+    #else
+    static let libraryNames = ["libcrypto.so.3", "libcrypto.so"]
+    #endif
+
+    /// libcrypto is a dependency of the package (libssl3): without it nothing can be
+    /// verified, so the process ends with one clear line (exit 70).
+    static let shared: CryptoAPI = {
+        for name in libraryNames {
+            guard let lib = dlopen(name, RTLD_NOW | RTLD_LOCAL) else { continue }
+            func symbol<T>(_ s: String) -> T? { dlsym(lib, s).map { unsafeBitCast($0, to: T.self) } }
+            if let a: @convention(c) () -> OpaquePointer? = symbol("EVP_MD_CTX_new"),
+               let b: @convention(c) (OpaquePointer?) -> Void = symbol("EVP_MD_CTX_free"),
+               let c: @convention(c) () -> OpaquePointer? = symbol("EVP_sha256"),
+               let d: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32 = symbol("EVP_DigestInit_ex"),
+               let e: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32 = symbol("EVP_DigestUpdate"),
+               let f: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32 = symbol("EVP_DigestFinal_ex") {
+                return CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f)
+            }
+        }
+        let text = "adcache: error: cannot load libcrypto (\(libraryNames[0])); install libssl3\n"
+        _ = text.withCString { write(2, $0, strlen($0)) }
+        exit(ExitCode.software.rawValue)
+    }()
+}
 
 /// Incremental SHA-256 through OpenSSL's EVP interface.
 public final class SHA256Hasher {
-    private let context: OpaquePointer
+    private let api = CryptoAPI.shared
+    private let context: OpaquePointer?
 
     public init() {
-        context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        context = api.newContext()
+        _ = api.digestInit(context, api.sha256(), nil)
     }
 
-    deinit { EVP_MD_CTX_free(context) }
+    deinit { api.freeContext(context) }
 
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        EVP_DigestUpdate(context, base, bytes.count)
+        _ = api.digestUpdate(context, base, bytes.count)
     }
 
     public func update<S: Sequence>(_ bytes: S) where S.Element == UInt8 {
@@ -25,7 +67,7 @@ public final class SHA256Hasher {
     public func finalizeHex() -> String {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &length)
+        _ = api.digestFinal(context, &digest, &length)
         return hexString(digest)
     }
 
