@@ -10,7 +10,7 @@ scripts/deps.sh hyperfine curl jq nginx-light time python3 >&2
 # it is compared with) and the shipping one of `make release` (runtime linked in).
 swift build -c release >&2
 swift build -c release --static-swift-stdlib --scratch-path .build-static >&2
-B=$ROOT/.build/release/adcache
+ADC=$ROOT/.build/release/adcache
 BS=$ROOT/.build-static/release/adcache
 W=$(mktemp -d /tmp/adcache-bench.XXXXXX)
 chmod 755 "$W"
@@ -32,27 +32,37 @@ swiftc -O -static-stdlib -o "$W/hello-static" bench/hello.swift 2>/dev/null
 python3 bench/make_index.py "$W/i100" 100
 python3 bench/make_index.py "$W/i10k" 10000
 NOW=$(date +%s)
-hyperfine -N -w 5 -r 40 --export-json "$W/h.json" "$W/hello" >/dev/null 2>&1
-hyperfine -N -w 5 -r 40 --export-json "$W/n100.json" "$B --cache-dir $W/i100 next --peek" >/dev/null 2>&1
+# Start-up figures move with whatever else the machine does; so each pair is measured in
+# five alternating rounds and the median of the per-round ratios is reported.
+pair() {  # pair NAME CMD_A CMD_B → sets A B R (medians of A, of B, median ratio)
+    local ratios=() as=() bs=() k
+    for k in 1 2 3 4 5; do
+        hyperfine -N -w 3 -r 20 --export-json "$W/pair.json" "$2" "$3" >/dev/null 2>&1
+        as+=("$(jq '.results[0].median' "$W/pair.json")"); bs+=("$(jq '.results[1].median' "$W/pair.json")")
+        ratios+=("$(jq '.results[0].median / .results[1].median' "$W/pair.json")")
+    done
+    A=$(printf '%s\n' "${as[@]}" | sort -g | sed -n 3p)
+    B=$(printf '%s\n' "${bs[@]}" | sort -g | sed -n 3p)
+    R=$(printf '%s\n' "${ratios[@]}" | sort -g | sed -n 3p | xargs printf '%.2f')
+}
+pair n100 "$ADC --cache-dir $W/i100 next --peek" "$W/hello"
+row "next --peek, 100 ads vs minimal Swift (both default builds)" "$(ms "$A")" "$(ms "$B")" "$R" "≤ 1.5" "$(met "$R" 1.5)"
+pair n100s "$BS --cache-dir $W/i100 next --peek" "$W/hello-static"
+row "  both with the Swift runtime linked in (make release)" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
+pair n100x "$BS --cache-dir $W/i100 next --peek" "$W/hello"
+row "  make release's adcache vs the default-built minimal program" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
 cp -r "$W/i100" "$W/i100w"
-hyperfine -N -w 3 -r 40 --export-json "$W/n100w.json" "$B --cache-dir $W/i100w next" >/dev/null 2>&1
-hyperfine -N -w 5 -r 40 --export-json "$W/hs.json" "$W/hello-static" >/dev/null 2>&1
-hyperfine -N -w 5 -r 40 --export-json "$W/n100s.json" "$BS --cache-dir $W/i100 next --peek" >/dev/null 2>&1
-hello=$(median "$W/h.json"); hellos=$(median "$W/hs.json"); n100=$(median "$W/n100.json"); n100w=$(median "$W/n100w.json")
-n100s=$(median "$W/n100s.json")
-row "next --peek, 100 ads vs minimal Swift (both default builds)" "$(ms "$n100")" "$(ms "$hello")" "$(ratio "$n100" "$hello")" "≤ 1.5" "$(met "$(ratio "$n100" "$hello")" 1.5)"
-row "  both with the Swift runtime linked in (make release)" "$(ms "$n100s")" "$(ms "$hellos")" "$(ratio "$n100s" "$hellos")" "—" ""
-row "  make release's adcache vs the default-built minimal program" "$(ms "$n100s")" "$(ms "$hello")" "$(ratio "$n100s" "$hello")" "—" ""
-row "next (records the show), 100 ads vs minimal Swift" "$(ms "$n100w")" "$(ms "$hello")" "$(ratio "$n100w" "$hello")" "—" ""
+pair n100w "$ADC --cache-dir $W/i100w next" "$W/hello"
+row "next (records the show), 100 ads vs minimal Swift" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
 want=$(jq -r --argjson now "$NOW" -f bench/select.jq "$W/i10k/index.json")
-got=$(basename "$("$B" --cache-dir "$W/i10k" next --peek)")
+got=$(basename "$("$ADC" --cache-dir "$W/i10k" next --peek)")
 [ "$want" = "$got" ] || echo "warning: jq chose $want, adcache chose $got" >&2
-hyperfine -N -w 2 -r 15 --export-json "$W/n10k.json" "$B --cache-dir $W/i10k next --peek" >/dev/null 2>&1
+hyperfine -N -w 2 -r 15 --export-json "$W/n10k.json" "$ADC --cache-dir $W/i10k next --peek" >/dev/null 2>&1
 hyperfine -N -w 2 -r 15 --export-json "$W/jq.json" "jq -r --argjson now $NOW -f bench/select.jq $W/i10k/index.json" >/dev/null 2>&1
 n10k=$(median "$W/n10k.json"); jqm=$(median "$W/jq.json")
 row "next --peek, 10,000 ads vs jq (same selection)" "$(ms "$n10k")" "$(ms "$jqm")" "$(ratio "$n10k" "$jqm")" "≤ 0.5" "$(met "$(ratio "$n10k" "$jqm")" 0.5)"
 cp -r "$W/i10k" "$W/i10kw"
-hyperfine -N -w 1 -r 10 --export-json "$W/n10kw.json" "$B --cache-dir $W/i10kw next" >/dev/null 2>&1
+hyperfine -N -w 1 -r 10 --export-json "$W/n10kw.json" "$ADC --cache-dir $W/i10kw next" >/dev/null 2>&1
 row "next (records the show), 10,000 ads vs jq" "$(ms "$(median "$W/n10kw.json")")" "$(ms "$jqm")" "$(ratio "$(median "$W/n10kw.json")" "$jqm")" "—" ""
 
 echo "== 3, 4: fetch of 200 assets from a server that waits 50 ms per response" >&2
@@ -70,14 +80,14 @@ python3 bench/slow_server.py "$W/www" "$PORT" 50 "$W/server.log" & PIDS+=($!)
 waitport "$PORT"
 U="http://127.0.0.1:$PORT"
 for i in $(seq 0 199); do printf 'url = "%s/a/%d.jpg"\noutput = "%s/curl/%d.jpg"\n' "$U" "$i" "$W" "$i"; done > "$W/curl.cfg"
-hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/fc" --export-json "$W/f.json" "$B --cache-dir $W/fc fetch -q --no-progress --parallel 4 $U/feed.json" >/dev/null 2>&1
+hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/fc" --export-json "$W/f.json" "$ADC --cache-dir $W/fc fetch -q --no-progress --parallel 4 $U/feed.json" >/dev/null 2>&1
 hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/curl" --export-json "$W/c.json" "curl -s --create-dirs --parallel --parallel-max 4 --config $W/curl.cfg" >/dev/null 2>&1
 f=$(median "$W/f.json"); c=$(median "$W/c.json")
 row "fetch 200 × 200 KiB, --parallel 4, vs curl --parallel-max 4" "$(ms "$f")" "$(ms "$c")" "$(ratio "$f" "$c")" "≤ 1.15" "$(met "$(ratio "$f" "$c")" 1.15)"
 row "  (physical floor: 200 / 4 × 50 ms)" "" "2500.0 ms" "$(ratio "$f" 2.5)" "—" ""
-rm -rf "$W/fc"; "$B" --cache-dir "$W/fc" fetch -q --no-progress "$U/feed.json"
+rm -rf "$W/fc"; "$ADC" --cache-dir "$W/fc" fetch -q --no-progress "$U/feed.json"
 : > "$W/server.log"
-hyperfine -N -r 5 --export-json "$W/f2.json" "$B --cache-dir $W/fc fetch -q --no-progress" >/dev/null 2>&1
+hyperfine -N -r 5 --export-json "$W/f2.json" "$ADC --cache-dir $W/fc fetch -q --no-progress" >/dev/null 2>&1
 bodies=$(awk '$2 ~ /^\/a\// && $3 == 200 { n += $4 } END { print n + 0 }' "$W/server.log")
 row "second fetch, nothing changed: asset body bytes" "$bodies" "0" "—" "0" "$( [ "$bodies" = 0 ] && echo yes || echo NO)"
 row "second fetch time vs first fetch" "$(ms "$(median "$W/f2.json")")" "$(ms "$f")" "$(ratio "$(median "$W/f2.json")" "$f")" "—" ""
@@ -102,8 +112,8 @@ NGINX
 nginx -c "$W/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 waitport "$NPORT"
 rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
-r10=$(rss "$B" --cache-dir "$W/m10" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed10M.json")
-r1g=$(rss "$B" --cache-dir "$W/m1g" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed1G.json")
+r10=$(rss "$ADC" --cache-dir "$W/m10" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed10M.json")
+r1g=$(rss "$ADC" --cache-dir "$W/m1g" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed1G.json")
 rm -rf "$W/m10" "$W/m1g"
 c10=$(rss curl -s -o "$W/c10" "http://127.0.0.1:$NPORT/v10M.mp4")
 c1g=$(rss curl -s -o "$W/c1g" "http://127.0.0.1:$NPORT/v1G.mp4")
@@ -112,7 +122,7 @@ row "peak RSS, 1 GiB video vs 10 MiB video" "${r1g} KiB" "${r10} KiB" "$(ratio "
 row "  curl's peak RSS, 1 GiB / 10 MiB" "${c1g} KiB" "${c10} KiB" "$(ratio "$c1g" "$c10")" "—" ""
 
 echo "== 6: prune on 10,000 ads; fetch cost per ad as the feed grows" >&2
-hyperfine -N -w 1 -r 10 --export-json "$W/p.json" "$B --cache-dir $W/i10k prune -q" >/dev/null 2>&1
+hyperfine -N -w 1 -r 10 --export-json "$W/p.json" "$ADC --cache-dir $W/i10k prune -q" >/dev/null 2>&1
 row "prune, 10,000 ads" "$(ms "$(median "$W/p.json")")" "" "" "—" ""
 mkdir -p "$W/grow/a"
 python3 - "$W/grow" <<'PY'
@@ -129,7 +139,7 @@ python3 bench/slow_server.py "$W/grow" "$GPORT" 0 & PIDS+=($!)
 waitport "$GPORT"
 for n in 10 100 1000; do
     for i in $(seq 0 $((n - 1))); do printf 'url = "http://127.0.0.1:%s/a/%d.jpg"\noutput = "%s/gc%d/%d.jpg"\n' "$GPORT" "$i" "$W" "$n" "$i"; done > "$W/g$n.cfg"
-    hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/g$n" --export-json "$W/g$n.json" "$B --cache-dir $W/g$n fetch -q --no-progress http://127.0.0.1:$GPORT/feed$n.json" >/dev/null 2>&1
+    hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/g$n" --export-json "$W/g$n.json" "$ADC --cache-dir $W/g$n fetch -q --no-progress http://127.0.0.1:$GPORT/feed$n.json" >/dev/null 2>&1
     hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/gc$n" --export-json "$W/gc$n.json" "curl -s --create-dirs --parallel --parallel-max 4 --config $W/g$n.cfg" >/dev/null 2>&1
     t=$(median "$W/g$n.json"); tc=$(median "$W/gc$n.json")
     row "fetch of $n ads (2 KiB each, no delay): per ad, vs curl" "$(python3 -c "print(f'{$t*1000/$n:.2f} ms')")" "$(python3 -c "print(f'{$tc*1000/$n:.2f} ms')")" "$(ratio "$t" "$tc")" "linear" ""
