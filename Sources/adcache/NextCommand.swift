@@ -36,9 +36,14 @@ enum NextCommand: Command {
         let fallback = args.value("fallback").map(CacheStore.absolute)
 
         let console = context.console
-        if let choice = try Selector(store: context.store, warn: context.warn).next(options) {
+        switch try Selector(store: context.store, warn: context.warn).decide(options) {
+        case .show(let choice):
             console.out(args.has("json") ? choice.json.render() : choice.path)
             return .success
+        case .coolingDown:
+            return .nothingToShow   // no splash at all, not even the fallback
+        case .nothingEligible:
+            break
         }
         guard let fallback else { return .nothingToShow }
         console.out(args.has("json") ? NextChoice.fallbackJSON(path: fallback, placement: options.placement).render() : fallback)

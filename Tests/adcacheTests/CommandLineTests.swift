@@ -155,6 +155,17 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(obj["path"] as? String == "/opt/app/default.png")
     }
 
+    @Test func cooldownShowsNothingEvenWithAFallback() throws {
+        let s = Sandbox(); defer { s.remove() }
+        #expect(s.run(["fetch", packageRoot + "/Examples/feed.json"]).status == 0)
+        #expect(s.run(["next", "--at", "2027-01-01T00:00:00Z"]).status == 0)
+        let quick = s.run(["next", "--cooldown", "60", "--fallback", "/opt/default.png", "--at", "2027-01-01T00:00:30Z"])
+        #expect(quick.status == 1 && quick.stdout.isEmpty)
+        let later = s.run(["next", "--cooldown", "60", "--fallback", "/opt/default.png", "--at", "2027-01-01T00:01:30Z"])
+        #expect(later.status == 0)
+        #expect(later.stdout.hasPrefix(s.cache + "/assets/"))
+    }
+
     @Test func badFeedIs65AndChangesNothing() throws {
         let s = Sandbox(); defer { s.remove() }
         #expect(s.run(["fetch", packageRoot + "/Examples/feed.json"]).status == 0)

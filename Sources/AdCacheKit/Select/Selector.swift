@@ -46,10 +46,15 @@ public enum SelectionPolicy {
         return a.id < b.id
     }
 
+    /// True when an ad was shown less than `--cooldown` ago (either way, if the clock jumped).
+    public static func coolingDown(_ index: CacheIndex, at t: Double, options: NextOptions) -> Bool {
+        guard let cooldown = options.cooldown, let last = index.lastShown else { return false }
+        return abs(t - last) < cooldown
+    }
+
     /// The index (into `index.ads`) of the ad to show, or nil.
     public static func choose(in index: CacheIndex, at t: Double, options: NextOptions,
                               filePresent: (AdRecord) -> Bool) -> Int? {
-        if let cooldown = options.cooldown, let last = index.lastShown, abs(t - last) < cooldown { return nil }
         let day = Time.localDay(t)
         var candidates = index.ads.indices.filter { isEligible(index.ads[$0], at: t, day: day, options: options) }
         candidates.sort { prefers(index.ads[$0], index.ads[$1]) }
@@ -78,23 +83,42 @@ public final class Selector {
         self.warn = warn
     }
 
-    /// The ad this launch shows, with the show recorded (unless `peek`) before returning;
-    /// nil when nothing is eligible. Never touches the network.
-    public func next(_ options: NextOptions) throws -> NextChoice? {
-        guard store.exists, FileIO.exists(store.indexPath) else { return nil }
+    /// What `next` decided.
+    public enum Decision: Sendable {
+        case show(NextChoice)
+        /// No ad is eligible (a fallback may be shown).
+        case nothingEligible
+        /// An ad was shown less than `--cooldown` ago: show nothing at all.
+        case coolingDown
+    }
+
+    /// The ad this launch shows, with the show recorded (unless `peek`) before returning.
+    /// Never touches the network.
+    public func decide(_ options: NextOptions) throws -> Decision {
+        guard store.exists, FileIO.exists(store.indexPath) else { return .nothingEligible }
         let t = options.at ?? Date().timeIntervalSince1970
+        func pick(_ index: CacheIndex) -> Int? {
+            SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent)
+        }
         if options.peek {
             let index = try store.load(warn: warn)
-            guard let i = SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent) else { return nil }
-            return choice(index.ads[i])
+            if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
+            return pick(index).map { .show(choice(index.ads[$0])) } ?? .nothingEligible
         }
         return try store.update(warn: warn) { index in
-            guard let i = SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent) else { return nil }
+            if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
+            guard let i = pick(index) else { return .nothingEligible }
             index.showSeq += 1
             index.ads[i].recordShow(at: t, seq: index.showSeq)
             index.lastShown = t
-            return choice(index.ads[i])
+            return .show(choice(index.ads[i]))
         }
+    }
+
+    /// The chosen ad, or nil for either kind of nothing.
+    public func next(_ options: NextOptions) throws -> NextChoice? {
+        if case .show(let c) = try decide(options) { return c }
+        return nil
     }
 
     private func choice(_ r: AdRecord) -> NextChoice {
