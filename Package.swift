@@ -9,7 +9,7 @@ let package = Package(
     ],
     targets: [
         // libcurl's headers; the library itself is dlopen'ed by the first transfer (see
-        // Sources/AdCacheKit/Curl/CurlGlobal.swift), so that `next` never loads it. Hence
+        // Sources/AdCacheKit/Curl/CurlAPI.swift), so that `next` never loads it. Hence
         // no pkg-config here: pkg-config would link it.
         .systemLibrary(
             name: "CCurl",

@@ -47,7 +47,17 @@ enum CompletionsCommand: Command {
 
     static func bash() -> String {
         let names = commands.map(\.name).joined(separator: " ")
-        let valued = (commands.flatMap(\.options) + globalOptions).filter { $0.value != nil }.map { "--" + $0.long }
+        let valued = Set((commands.flatMap(\.options) + globalOptions).filter { $0.value != nil }.map(\.long))
+        // What follows an option that takes a value: its fixed values, directories, files, or nothing.
+        var valueCases = ""
+        for name in valued.sorted() {
+            let reply: String
+            if let v = values(name) { reply = "COMPREPLY=($(compgen -W \"\(v.joined(separator: " "))\" -- \"$cur\")); " }
+            else if directoryOptions.contains(name) { reply = "COMPREPLY=($(compgen -d -- \"$cur\")); " }
+            else if fileOptions.contains(name) { reply = "COMPREPLY=($(compgen -f -- \"$cur\")); " }
+            else { reply = "" }
+            valueCases += "        --\(name)) \(reply)return ;;\n"
+        }
         var cases = ""
         for c in commands {
             let opts = (c.options + globalOptions).map { "--" + $0.long }.joined(separator: " ")
@@ -70,11 +80,7 @@ enum CompletionsCommand: Command {
                 esac
             done
             case "$prev" in
-                --type) COMPREPLY=($(compgen -W "\(values("type")!.joined(separator: " "))" -- "$cur")); return ;;
-                --cache-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-                --cacert|--fallback) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-                \(valued.filter { !["--type", "--cache-dir", "--cacert", "--fallback"].contains($0) }.joined(separator: "|"))) return ;;
-            esac
+        \(valueCases)    esac
             if [[ -z "$cmd" ]]; then
                 COMPREPLY=($(compgen -W "\(names) --cache-dir --quiet --verbose --help --version" -- "$cur"))
                 return

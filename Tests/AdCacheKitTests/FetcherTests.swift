@@ -342,6 +342,35 @@ final class FetchHarness: @unchecked Sendable {
         #expect(tries[2].receivedAt - tries[1].receivedAt >= 0.95)
     }
 
+    @Test func retryAfterIsCappedAndNeverWaitsPastTheDeadline() throws {
+        let h = try FetchHarness()
+        let attempts = Counter()
+        h.setOverride { r in
+            guard r.path == "/a.jpg" else { return nil }
+            if attempts.next() == 0 { return LoopbackServer.Response(status: 429, headers: [("Retry-After", "3600")]) }
+            return nil
+        }
+        h.put("/a.jpg", Media.jpeg())
+        h.put("/b.jpg", Media.jpeg(seed: 2))
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        // An hour's Retry-After, capped at 0.5 s: the retry comes and succeeds.
+        let capped = try h.fetch { $0.transfer.maxRetryAfter = 0.5 }
+        #expect(capped.ads[0].outcome == .downloaded)
+        let tries = h.server.requests(to: "/a.jpg")
+        #expect(tries.count == 2)
+        #expect(tries[1].receivedAt - tries[0].receivedAt >= 0.45)
+
+        // With a deadline nearer than the wait, the ad fails at once instead of waiting.
+        h.setOverride { $0.path == "/b.jpg" ? LoopbackServer.Response(status: 503, headers: [("Retry-After", "30")]) : nil }
+        h.feed(#"[{"id":"b","url":"b.jpg"}]"#)
+        let started = monotonicNow()
+        let bounded = try h.fetch { $0.transfer.deadline = monotonicNow() + 5 }
+        #expect(bounded.ads[0].outcome == .failed)
+        #expect(bounded.ads[0].error?.contains("HTTP 503") == true)
+        #expect(h.server.requests(to: "/b.jpg").count == 1)
+        #expect(monotonicNow() - started < 5)   // gave up rather than sleeping into the deadline
+    }
+
     @Test func permanentErrorsAreNotRetried() throws {
         let h = try FetchHarness()
         h.feed(#"[{"id":"a","url":"missing.jpg"}]"#)

@@ -296,7 +296,7 @@ public final class Fetcher {
                                lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
         }
         if let announced = response.headers["content-length"].flatMap(Int64.init), !response.resumed,
-           announced != response.fileBytes, job.request.acceptCompressed == false, !job.request.allowFile {
+           announced != response.fileBytes, !job.request.allowFile {
             return failed("\(ad.url): received \(response.fileBytes) bytes of the \(announced) announced")
         }
         if let sha = ad.sha256, response.fileSha256 != sha {
