@@ -59,7 +59,8 @@ enum ListCommand: Command {
     /// "in 3 days", "2 h ago", "now": how far `t` is from `now`, as a person says it.
     static func relative(_ t: Double, now: Double) -> String {
         let d = t - now
-        let a = abs(d)
+        guard d.isFinite else { return "-" }
+        let a = min(abs(d), 1e15)
         func plural(_ n: Int, _ unit: String) -> String { "\(n) \(unit)\(n == 1 ? "" : "s")" }
         let text: String
         switch a {

@@ -27,7 +27,7 @@ import TestSupport
         #expect(FileIO.list(f.store.directory).filter { $0.contains("tmp") }.isEmpty)
     }
 
-    @Test(arguments: ["{ not json", "", "{\"version\":1,\"ads\":[{\"id\":3}]}", "{\"version\":1,\"ads\":[{\"id\":\"a\",\"url\":\"u\",\"placem"])
+    @Test(arguments: ["{ not json", "", "{\"version\":1,\"ads\":[{\"id\":3}]", "{\"version\":1,\"ads\":[{\"id\":\"a\",\"url\":\"u\",\"placem"])
     func unreadableIndexIsMovedAsideWithAWarning(content: String) throws {
         let f = try CacheFixture(); defer { f.remove() }
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(content.utf8))

@@ -5,10 +5,11 @@ import TestSupport
 
 /// A cache with ready ads whose files exist, for selection and pruning tests.
 struct CacheFixture {
-    let dir = TempDir()
+    let dir: TempDir
     let store: CacheStore
 
-    init() throws {
+    init(memory: Bool = false) throws {
+        dir = memory && FileIO.exists("/dev/shm") ? TempDir(under: "/dev/shm") : TempDir()
         store = CacheStore(directory: dir.path + "/cache")
         try store.prepare()
     }

@@ -10,8 +10,11 @@ import AdCacheKit
 public struct TempDir: Sendable {
     public let path: String
 
-    public init() {
-        var template = Array((NSTemporaryDirectory() + "adcache-test-XXXXXX").utf8CString)
+    /// A directory under `base` (the system's temporary directory by default; `/dev/shm` makes
+    /// fsync free for tests that write thousands of indexes).
+    public init(under base: String = NSTemporaryDirectory()) {
+        let base = base.hasSuffix("/") ? base : base + "/"
+        var template = Array((base + "adcache-test-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         path = made.map { String(cString: $0) } ?? NSTemporaryDirectory() + "adcache-test-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

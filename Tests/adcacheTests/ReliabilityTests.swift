@@ -242,6 +242,36 @@ import TestSupport
         #expect(list.stdout.contains(#""id": "nul\u0000byte""#))
     }
 
+    /// The defect found in the field: run as root, `prune` deleted /etc/passwd because a
+    /// record's "file" named it. Here the victim is a file beside the cache.
+    @Test func anIndexNamingAPathOutsideTheCacheDeletesNothing() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let victim = dir.write("passwd", "root:x:0:0:root:/root:/bin/bash\n")
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).status == 0)
+        var text = try String(contentsOfFile: cache + "/index.json", encoding: .utf8)
+        let names = text.components(separatedBy: "\"file\": \"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
+        #expect(names.count == 3)
+        let hostile = ["../../../../../../../../" + victim, victim, "../../passwd"]
+        for (name, bad) in zip(names, hostile) {
+            text = text.replacingOccurrences(of: "\"file\": \"\(name)\"", with: "\"file\": \"\(bad.replacingOccurrences(of: "/", with: "\\/"))\"")
+        }
+        FileManager.default.createFile(atPath: cache + "/index.json", contents: Data(text.utf8))
+
+        let list = Adcache.run(["--cache-dir", cache, "list", "--json"])
+        #expect(list.status == 0)
+        #expect(list.stderr.components(separatedBy: "loses its file").count == 4, "\(list.stderr)")
+        #expect(!list.stdout.contains(victim))
+        #expect(Adcache.run(["--cache-dir", cache, "next"]).status == 1, "no ad has a file it may use")
+        let prune = Adcache.run(["--cache-dir", cache, "prune", "--max-size", "0"])
+        #expect(prune.status == 0, "\(prune.stderr)")
+        #expect(FileIO.exists(victim))
+        #expect(try String(contentsOfFile: victim, encoding: .utf8).hasPrefix("root:"))
+        // The asset files are orphans now, and go; a fetch gets the ads back.
+        #expect(FileIO.list(cache + "/assets").isEmpty)
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).stdout == "3 ads: 3 ready (3 downloaded)\n")
+    }
+
     @Test func garbageAndTruncatedIndexAreRecovered() throws {
         let dir = TempDir(); defer { dir.remove() }
         let cache = dir.path + "/cache"

@@ -51,10 +51,12 @@ public final class CacheStore {
 
     /// Reads the index without a lock (it is only ever replaced whole, so what we read is
     /// complete). A missing index is an empty one. One that cannot be parsed is moved aside
-    /// under the lock, with a warning, and an empty index is returned.
+    /// under the lock, with a warning, and an empty index is returned. Records that cannot be
+    /// trusted are left out of what is returned, each with a warning (SPEC §6); the file
+    /// itself is only rewritten by a command that changes the index anyway.
     public func load(warn: WarningSink) throws -> CacheIndex {
         switch try read() {
-        case .success(let index): return index
+        case .success(let decoded): return decoded.index(warn: warn)
         case .failure:
             return try withIndexLock { try loadLocked(warn: warn) }
         }
@@ -63,7 +65,7 @@ public final class CacheStore {
     /// As `load`, for a caller that holds the index lock.
     func loadLocked(warn: WarningSink) throws -> CacheIndex {
         switch try read() {
-        case .success(let index): return index
+        case .success(let decoded): return decoded.index(warn: warn)
         case .failure(let unreadable):
             let reason = unreadable.reason
             let aside = "\(indexPath).corrupt-\(Int(Date().timeIntervalSince1970))"
@@ -78,8 +80,8 @@ public final class CacheStore {
 
     struct Unreadable: Error { var reason: String }
 
-    private func read() throws -> Result<CacheIndex, Unreadable> {
-        guard FileIO.exists(indexPath) else { return .success(CacheIndex()) }
+    private func read() throws -> Result<IndexCoder.Decoded, Unreadable> {
+        guard FileIO.exists(indexPath) else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
         let bytes: [UInt8]
         do {
             bytes = try FileIO.read(indexPath)
@@ -87,18 +89,18 @@ public final class CacheStore {
             throw AdCacheError.io(e.message)
         }
         if bytes.isEmpty { return .failure(Unreadable(reason: "it is empty")) }
-        let index: CacheIndex
+        let decoded: IndexCoder.Decoded
         do {
-            index = try IndexCoder.decode(bytes)
+            decoded = try IndexCoder.decode(bytes)
         } catch let e as JSONScanner.Malformed {
             return .failure(Unreadable(reason: "\(e.what) at byte \(e.offset)"))
         } catch {
             return .failure(Unreadable(reason: "it is not a valid index"))
         }
-        guard index.version <= CacheIndex.currentVersion else {
-            throw AdCacheError.io("index.json has version \(index.version), newer than this adcache understands (\(CacheIndex.currentVersion))")
+        guard decoded.index.version <= CacheIndex.currentVersion else {
+            throw AdCacheError.io("index.json has version \(decoded.index.version), newer than this adcache understands (\(CacheIndex.currentVersion))")
         }
-        return .success(index)
+        return .success(decoded)
     }
 
     /// Replaces index.json atomically (temporary, fsync, rename, fsync of the directory).
@@ -151,26 +153,67 @@ public final class CacheStore {
 /// The index's JSON form: readable (pretty, sorted keys), versioned, and read and written
 /// without Codable, which would dominate `next` on a large index.
 enum IndexCoder {
-    static func decode(_ bytes: [UInt8]) throws -> CacheIndex {
+    /// An index as read, with what had to be left out or repaired to trust it.
+    struct Decoded {
+        var index: CacheIndex
+        var repairs: [String] = []
+
+        /// The index, each repair said once as a warning.
+        func index(warn: WarningSink) -> CacheIndex {
+            for r in repairs { warn("index.json: \(r)") }
+            return index
+        }
+    }
+
+    /// Reads the index. Malformed JSON (a torn or garbled file) throws. A record whose values
+    /// cannot be trusted — a field of the wrong kind, an unknown state, a negative count, a
+    /// time out of range — is dropped; a record whose only fault is its file name keeps its
+    /// counts and loses the file. Either is a repair, said as a warning.
+    static func decode(_ bytes: [UInt8]) throws -> Decoded {
         try bytes.withUnsafeBufferPointer { buffer in
             var s = JSONScanner(buffer)
-            var index = CacheIndex()
+            var decoded = Decoded(index: CacheIndex())
             var version: Int64?
+            var showSeq: Int64?
             try s.object { s, key in
                 switch key {
                 case "version": version = try s.int()
-                case "feed": index.feed = try s.null() ? nil : FeedSource(&s)
-                case "showSeq": index.showSeq = try s.int()
-                case "lastShown": index.lastShown = try s.optDouble()
+                case "feed": decoded.index.feed = try s.null() ? nil : FeedSource(&s)
+                case "showSeq": showSeq = try s.lenient { try $0.int() }
+                case "lastShown": decoded.index.lastShown = try s.lenient { try $0.optDouble() } ?? nil
                 case "ads":
-                    try s.array { s in index.ads.append(try AdRecord(&s)) }
+                    try s.array { s in
+                        var record = try AdRecord.Decoded(&s)
+                        if let fault = record.fault {
+                            decoded.repairs.append("dropped the record of \(record.name): \(fault)")
+                            return
+                        }
+                        if let fault = record.fileFault {
+                            decoded.repairs.append("\(record.name) loses its file: \(fault)")
+                            record.record.forgetFile()
+                            if record.record.state == .ready { record.record.state = .pending }
+                        }
+                        decoded.index.ads.append(record.record)
+                    }
                 default: try s.skip()
                 }
             }
             try s.finish()
             guard let version else { throw s.fail("no version") }
-            index.version = Int(version)
-            return index
+            decoded.index.version = Int(version)
+            // The show counter orders shows: it must be a count and at least every record's.
+            let highest = decoded.index.ads.compactMap(\.lastShowSeq).max() ?? 0
+            if let seq = showSeq, AdRecord.counts.contains(seq), seq >= highest {
+                decoded.index.showSeq = seq
+            } else {
+                decoded.index.showSeq = highest
+                if showSeq != nil { decoded.repairs.append("the show counter was out of range; restarted it at \(highest)") }
+            }
+            if let t = decoded.index.lastShown, !Time.isSupported(t) {
+                decoded.index.lastShown = nil
+                decoded.repairs.append("the time of the last show was out of range; forgot it")
+            }
+            return decoded
         }
     }
 
@@ -224,46 +267,105 @@ extension FeedSource {
 }
 
 extension AdRecord {
-    init(_ s: inout JSONScanner) throws {
-        var id: String?, url: String?, state: StoredState?
-        var r = AdRecord(ad: FeedAd(id: "", url: ""))
-        try s.object { s, key in
-            switch key {
-            case "id": id = try s.string()
-            case "url": url = try s.string()
-            case "type": r.type = try s.optString().map { try AdType(rawValue: $0).orThrow(s.fail("bad type")) }
-            case "placement": r.placement = try s.string()
-            case "state": state = StoredState(rawValue: try s.string())
-            case "file": r.file = try s.optString()
-            case "bytes": r.bytes = try s.optInt()
-            case "fileMtime": r.fileMtime = try s.optInt()
-            case "sha256": r.sha256 = try s.optString()
-            case "fileSha256": r.fileSha256 = try s.optString()
-            case "etag": r.etag = try s.optString()
-            case "lastModified": r.lastModified = try s.optString()
-            case "start": r.start = try s.optDouble()
-            case "expires": r.expires = try s.optDouble()
-            case "maxShows": r.maxShows = try s.optInt()
-            case "maxShowsPerDay": r.maxShowsPerDay = try s.optInt()
-            case "minInterval": r.minInterval = try s.optInt()
-            case "duration": r.duration = Int(try s.int())
-            case "priority": r.priority = try s.int()
-            case "clickUrl": r.clickUrl = try s.optString()
-            case "meta": r.meta = try s.null() ? nil : s.value()
-            case "shows": r.shows = try s.int()
-            case "lastShown": r.lastShown = try s.optDouble()
-            case "lastShowSeq": r.lastShowSeq = try s.optInt()
-            case "showDay": r.showDay = try s.optInt().map(Int.init)
-            case "showsOnDay": r.showsOnDay = try s.optInt()
-            case "error": r.error = try s.optString()
-            default: try s.skip()
+    /// Counters adcache keeps (shows, the show counter): whole numbers from 0 to 2^53, where
+    /// a JSON number is still exact. Anything else in the index is damage.
+    static let counts: ClosedRange<Int64> = 0...(1 << 53)
+
+    /// One record as read: the record, or why it cannot be trusted.
+    struct Decoded {
+        var record: AdRecord
+        /// Why the whole record is dropped.
+        var fault: String?
+        /// Why the record keeps its counts but loses its file.
+        var fileFault: String?
+        /// How warnings name the record.
+        var name: String { record.id.isEmpty ? "an ad without an id" : "ad '\(record.id)'" }
+
+        init(_ s: inout JSONScanner) throws {
+            var id: String?, url: String?, state: StoredState?, stateName: String?
+            var r = AdRecord(ad: FeedAd(id: "", url: ""))
+            var fault: String?
+            try s.object { s, key in
+                let ok = try s.lenient { s -> Bool in
+                    switch key {
+                    case "id": id = try s.string()
+                    case "url": url = try s.string()
+                    case "type":
+                        if let name = try s.optString() {
+                            guard let t = AdType(rawValue: name) else { return false }
+                            r.type = t
+                        }
+                    case "placement": r.placement = try s.string()
+                    case "state":
+                        stateName = try s.string()
+                        state = StoredState(rawValue: stateName!)
+                    case "file": r.file = try s.optString()
+                    case "bytes": r.bytes = try s.optInt()
+                    case "fileMtime": r.fileMtime = try s.optInt()
+                    case "sha256": r.sha256 = try s.optString()
+                    case "fileSha256": r.fileSha256 = try s.optString()
+                    case "etag": r.etag = try s.optString()
+                    case "lastModified": r.lastModified = try s.optString()
+                    case "start": r.start = try s.optDouble()
+                    case "expires": r.expires = try s.optDouble()
+                    case "maxShows": r.maxShows = try s.optInt()
+                    case "maxShowsPerDay": r.maxShowsPerDay = try s.optInt()
+                    case "minInterval": r.minInterval = try s.optInt()
+                    case "duration": r.duration = Int(try s.int())
+                    case "priority": r.priority = try s.int()
+                    case "clickUrl": r.clickUrl = try s.optString()
+                    case "meta": r.meta = try s.null() ? nil : s.value()
+                    case "shows": r.shows = try s.int()
+                    case "lastShown": r.lastShown = try s.optDouble()
+                    case "lastShowSeq": r.lastShowSeq = try s.optInt()
+                    case "showDay": r.showDay = try s.optInt().map(Int.init)
+                    case "showsOnDay": r.showsOnDay = try s.optInt()
+                    case "error": r.error = try s.optString()
+                    default: try s.skip()
+                    }
+                    return true
+                }
+                if ok != true, fault == nil { fault = "its \"\(key)\" is not a value adcache writes" }
             }
+            r.id = id ?? ""
+            r.url = url ?? ""
+            r.state = state ?? .pending
+            record = r
+            if fault == nil {
+                if id == nil || url == nil || stateName == nil {
+                    fault = "it has no id, url or state"
+                } else if state == nil {
+                    fault = "its state '\(stateName!)' is not one this adcache knows"
+                }
+            }
+            self.fault = fault ?? r.implausibility
+            fileFault = r.fileImplausibility
         }
-        guard let id, let url, let state else { throw s.fail("an ad without id, url or state") }
-        r.id = id
-        r.url = url
-        r.state = state
-        self = r
+    }
+
+    /// Why this record's counts or times cannot be trusted, or nil.
+    var implausibility: String? {
+        for (name, v) in [("shows", shows), ("showsOnDay", showsOnDay), ("lastShowSeq", lastShowSeq)] as [(String, Int64?)] {
+            if let v, !Self.counts.contains(v) { return "its \"\(name)\" (\(v)) is not a count" }
+        }
+        for (name, v) in [("maxShows", maxShows), ("maxShowsPerDay", maxShowsPerDay), ("minInterval", minInterval)] as [(String, Int64?)] {
+            if let v, v < 0 { return "its \"\(name)\" (\(v)) is negative" }
+        }
+        for (name, v) in [("start", start), ("expires", expires), ("lastShown", lastShown)] as [(String, Double?)] {
+            if let v, !Time.isSupported(v) { return "its \"\(name)\" is not a time between the years 0 and 9999" }
+        }
+        if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
+        if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
+        return nil
+    }
+
+    /// Why this record's file cannot be used, or nil: a name that is not an asset's (SPEC §6:
+    /// never opened or deleted) or a negative size.
+    var fileImplausibility: String? {
+        guard let file else { return nil }
+        if !AssetName.isValid(file) { return "its file name is not an asset's (<64 hex digits>.<ext>)" }
+        if let b = bytes, b < 0 { return "its size (\(b)) is negative" }
+        return nil
     }
 
     func write(_ w: inout JSONBytesWriter) {

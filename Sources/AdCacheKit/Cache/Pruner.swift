@@ -45,8 +45,10 @@ public final class Pruner {
 
         let work = { (index: inout CacheIndex) throws in
             var removedFiles = Set<String>()
-            func dropFile(_ name: String, id: String?, reason: String) {
-                guard !removedFiles.contains(name) else { return }
+            // `name` is read from the index (only an asset's name is ever deleted: never a
+            // path a corrupt index names) or listed from assets/ (`listed`).
+            func dropFile(_ name: String, id: String?, reason: String, listed: Bool = false) {
+                guard listed || AssetName.isValid(name), !removedFiles.contains(name) else { return }
                 removedFiles.insert(name)
                 let bytes = FileIO.size(self.store.assetPath(name)) ?? 0
                 report.removed.append(.init(id: id, reason: reason, file: name, bytes: bytes))
@@ -82,7 +84,7 @@ public final class Pruner {
             // 2. Files the index does not know.
             if !fetchRunning {
                 for name in FileIO.list(self.store.assetsDirectory) where !stillUsed.contains(name) {
-                    dropFile(name, id: nil, reason: "orphan")
+                    dropFile(name, id: nil, reason: "orphan", listed: true)
                 }
             }
 

@@ -19,6 +19,8 @@ public struct FeedAd: Equatable, Sendable {
     public var meta: JSONValue?
 
     public static let defaultDuration = 5
+    /// The countdowns a feed may ask for (SPEC §2).
+    static let durationRange = 3...5
     public static let defaultPlacement = "splash"
 
     public init(id: String, url: String) {

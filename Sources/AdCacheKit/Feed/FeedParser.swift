@@ -136,7 +136,7 @@ public struct FeedParser: Sendable {
             ad.sha256 = s.lowercased()
         }
         if let v = present(o["duration"]) {
-            if let d = v.integerValue, (3...5).contains(d) {
+            if let d = v.integerValue, FeedAd.durationRange.contains(Int(clamping: d)) {
                 ad.duration = Int(d)
             } else {
                 warnings.append("ad '\(id)': \"duration\" must be 3 to 5 seconds; using \(FeedAd.defaultDuration)")

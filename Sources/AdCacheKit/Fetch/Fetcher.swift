@@ -178,7 +178,7 @@ public final class Fetcher {
         let t = now()
         let assetNames = FileIO.list(store.assetsDirectory)
         var recoverable: [String: String] = [:]   // URL hash → file name
-        for name in assetNames { recoverable[String(name.prefix(64))] = name }
+        for name in assetNames where AssetName.isValid(name) { recoverable[AssetName.urlHash(name)] = name }
 
         for ad in ads {
             if let expires = ad.expires, expires <= t {
@@ -313,7 +313,7 @@ public final class Fetcher {
             let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
             return failed("\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
         }
-        let name = SHA256Hasher.hex(ad.url) + "." + format.fileExtension
+        let name = AssetName.make(url: ad.url, format: format)
         let target = store.assetPath(name)
         guard rename(partial, target) == 0 else {
             return failed("cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
@@ -350,7 +350,7 @@ public final class Fetcher {
             let filesAfter = Set(merged.compactMap(\.file))
             return Array(filesBefore.subtracting(filesAfter))
         }
-        for name in orphans { FileIO.remove(store.assetPath(name)) }
+        for name in orphans where AssetName.isValid(name) { FileIO.remove(store.assetPath(name)) }
     }
 }
 

@@ -27,7 +27,8 @@ extension CacheStore {
     /// version of an asset into place and committing the index leaves a file this record
     /// does not describe: it counts as missing until the next fetch.)
     public func filePresent(_ r: AdRecord) -> Bool {
-        guard let file = r.file, let bytes = r.bytes, let s = FileIO.stamp(assetPath(file)) else { return false }
+        guard let file = r.file, AssetName.isValid(file), let bytes = r.bytes,
+              let s = FileIO.stamp(assetPath(file)) else { return false }
         return s.size == bytes && (r.fileMtime == nil || r.fileMtime == s.mtime)
     }
 }

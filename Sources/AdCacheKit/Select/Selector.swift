@@ -65,7 +65,7 @@ public enum SelectionPolicy {
 extension AdRecord {
     /// Counts one show at time `t`, as show number `seq` of the index.
     mutating func recordShow(at t: Double, seq: Int64) {
-        shows += 1
+        shows = min(shows + 1, Self.counts.upperBound)
         lastShown = t
         lastShowSeq = seq
         let day = Time.localDay(t)
@@ -108,7 +108,7 @@ public final class Selector {
         return try store.update(warn: warn) { index in
             if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
             guard let i = pick(index) else { return .nothingEligible }
-            index.showSeq += 1
+            index.showSeq = min(index.showSeq + 1, AdRecord.counts.upperBound)
             index.ads[i].recordShow(at: t, seq: index.showSeq)
             index.lastShown = t
             return .show(choice(index.ads[i]))

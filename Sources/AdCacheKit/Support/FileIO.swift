@@ -45,7 +45,10 @@ public enum FileIO {
     public static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
         var st = stat()
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return (Int64(st.st_size), Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+        // Saturating: a file dated past 2262 (touch -d) must not overflow nanoseconds.
+        let (ns, overflow) = Int64(st.st_mtim.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+        let mtime = overflow ? (st.st_mtim.tv_sec < 0 ? Int64.min : Int64.max) : ns.addingReportingOverflow(Int64(st.st_mtim.tv_nsec)).partialValue
+        return (Int64(st.st_size), mtime)
     }
 
     /// Reads a whole file, refusing one larger than `limit` bytes.

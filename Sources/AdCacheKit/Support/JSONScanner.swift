@@ -186,7 +186,8 @@ struct JSONScanner {
         guard i > digitsStart else { throw fail("expected a value") }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
         if integral, let v = Int64(text) { return .int(v) }
-        guard let d = Double(text), d.isFinite else { throw fail("bad number") }
+        // 1e400 is well-formed JSON that no Double holds: the readers below refuse it.
+        guard let d = Double(text) else { throw fail("bad number") }
         return .double(d)
     }
 
@@ -201,8 +202,8 @@ struct JSONScanner {
     mutating func double() throws -> Double {
         switch try number() {
         case .int(let v): return Double(v)
-        case .double(let d): return d
-        default: throw fail("expected a number")
+        case .double(let d) where d.isFinite: return d
+        default: throw fail("expected a finite number")
         }
     }
 
@@ -228,12 +229,29 @@ struct JSONScanner {
         case UInt8(ascii: "\""): return .string(try string())
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "t"), UInt8(ascii: "f"): return .bool(try bool())
-        default: return try number()
+        default:
+            let n = try number()
+            if case .double(let d) = n, !d.isFinite { return .null }   // kept values stay JSON
+            return n
         }
     }
 
     /// Reads and drops a value (a field this version does not know).
     mutating func skip() throws { _ = try value() }
+
+    /// Reads a value with `read`. When the value is well-formed JSON that `read` refuses (a
+    /// string where a number belongs, a number out of range), skips it and returns nil;
+    /// malformed JSON still throws.
+    mutating func lenient<T>(_ read: (inout JSONScanner) throws -> T) throws -> T? {
+        let mark = self
+        do {
+            return try read(&self)
+        } catch is Malformed {
+            self = mark
+            try skip()
+            return nil
+        }
+    }
 
     // Optional readers: null is nil.
     mutating func optString() throws -> String? { try null() ? nil : string() }

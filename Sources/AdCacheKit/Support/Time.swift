@@ -15,12 +15,30 @@ public enum Time {
         i >= millisecondThreshold ? Double(i) / 1000 : Double(i)
     }
 
+    /// The times adcache handles: the years 0000 to 9999 that RFC 3339 can write, with a day
+    /// of slack each side for zone offsets. A feed or command-line time outside them is not
+    /// a time; an index record holding one is dropped (SPEC §6).
+    static let supported: ClosedRange<Double> = -62_167_305_600 ... 253_402_387_199
+
+    /// True for a finite time in `supported`.
+    static func isSupported(_ t: Double) -> Bool { supported.contains(t) }
+
     /// A feed or command-line time: an integer (seconds or milliseconds, also as a string of
-    /// digits) or an RFC 3339 string with a zone offset.
+    /// digits) or an RFC 3339 string with a zone offset; nil outside `supported`.
     public static func parse(_ value: JSONValue) -> Double? {
-        if let i = value.integerValue { return fromInteger(i) }
-        if let s = value.stringValue { return parseRFC3339(s) }
-        return nil
+        var t: Double?
+        if let i = value.integerValue {
+            t = fromInteger(i)
+        } else if let s = value.stringValue {
+            t = parseRFC3339(s)
+        }
+        return t.flatMap { isSupported($0) ? $0 : nil }
+    }
+
+    /// `t` brought into `supported` (NaN reads as 0): whatever a caller holds, the
+    /// conversions to integers below cannot trap.
+    static func clamped(_ t: Double) -> Double {
+        t.isNaN ? 0 : min(max(t, supported.lowerBound), supported.upperBound)
     }
 
     public static func parse(_ text: String) -> Double? {
@@ -85,6 +103,7 @@ public enum Time {
 
     /// RFC 3339 in UTC, with milliseconds only when there are some.
     public static func format(_ t: Double) -> String {
+        let t = clamped(t)
         let whole = Int(t.rounded(.down))
         let ms = Int(((t - Double(whole)) * 1000).rounded())
         var days = whole / 86400
@@ -101,6 +120,7 @@ public enum Time {
     /// Read through libc's localtime_r: Foundation's TimeZone.current would load ICU, which
     /// costs `next` more than everything else it does.
     public static func localDay(_ t: Double) -> Int {
+        let t = clamped(t)
         var seconds = time_t(t.rounded(.down))
         var parts = tm()
         guard localtime_r(&seconds, &parts) != nil else { return Int((t / 86400).rounded(.down)) }
@@ -109,6 +129,7 @@ public enum Time {
 
     /// The calendar day of `t` in `timeZone`.
     public static func localDay(_ t: Double, timeZone: TimeZone) -> Int {
+        let t = clamped(t)
         let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: t))
         return Int(((t + Double(offset)) / 86400).rounded(.down))
     }

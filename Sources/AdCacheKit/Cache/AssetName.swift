@@ -1,0 +1,32 @@
+/// The names of files in `assets/` (SPEC §3, §6): `<sha256 of the URL>.<ext>`, or
+/// `<sha256 of the URL>-<version>.<ext>`. Nothing else read from the index is ever opened or
+/// deleted, whatever user adcache runs as: a hostile or corrupt index cannot name a path
+/// outside the cache (`../../etc/passwd`), nor a file of the cache that is not an asset.
+enum AssetName {
+    /// The name a downloaded asset of `url` takes.
+    static func make(url: String, format: MediaFormat) -> String {
+        SHA256Hasher.hex(url) + "." + format.fileExtension
+    }
+
+    /// True for `<64 lowercase hex>[-<1–16 of [0-9a-z]>].<1–8 of [0-9a-z]>` and nothing else.
+    static func isValid(_ name: String) -> Bool {
+        let b = Array(name.utf8)
+        guard b.count >= 66, b.count <= 64 + 17 + 9 else { return false }
+        func lowerHex(_ c: UInt8) -> Bool { (48...57).contains(c) || (97...102).contains(c) }
+        func alnum(_ c: UInt8) -> Bool { (48...57).contains(c) || (97...122).contains(c) }
+        guard b[0..<64].allSatisfy(lowerHex) else { return false }
+        var i = 64
+        if b[i] == UInt8(ascii: "-") {
+            let start = i + 1
+            i = start
+            while i < b.count, alnum(b[i]) { i += 1 }
+            guard (1...16).contains(i - start) else { return false }
+        }
+        guard i < b.count, b[i] == UInt8(ascii: ".") else { return false }
+        let ext = b[(i + 1)...]
+        return (1...8).contains(ext.count) && ext.allSatisfy(alnum)
+    }
+
+    /// The URL hash a valid name starts with.
+    static func urlHash(_ name: String) -> String { String(name.prefix(64)) }
+}
