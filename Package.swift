@@ -21,10 +21,12 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto"]),
-        .executableTarget(name: "adcache", dependencies: ["AdCacheKit"]),
-        .target(name: "TestSupport", dependencies: ["AdCacheKit"], path: "Tests/TestSupport"),
+        // The command line as a function (`CLI.run`), so that tests run it in-process.
+        .target(name: "AdCacheCLI", dependencies: ["AdCacheKit"]),
+        .executableTarget(name: "adcache", dependencies: ["AdCacheCLI"]),
+        .target(name: "TestSupport", dependencies: ["AdCacheKit", "AdCacheCLI"], path: "Tests/TestSupport"),
         .testTarget(name: "AdCacheKitTests", dependencies: ["AdCacheKit", "TestSupport"]),
-        .testTarget(name: "adcacheTests", dependencies: ["adcache", "AdCacheKit", "TestSupport"]),
+        .testTarget(name: "adcacheTests", dependencies: ["adcache", "AdCacheCLI", "AdCacheKit", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import AdCacheKit
+import AdCacheCLI
 
 /// A fresh temporary directory; `remove()` it in a `defer`.
 public struct TempDir: Sendable {
@@ -125,4 +126,30 @@ public func runProgram(_ path: String, _ args: [String], environment: [String: S
     let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
     let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
     return Run(status: p.terminationStatus, stdout: out, stderr: err)
+}
+
+extension Adcache {
+    /// Runs the command line in this process (`CLI.run`), as `run` runs the binary: the same
+    /// minimal environment, stdout and stderr captured separately, neither a terminal unless
+    /// `terminal` says so. Fast: no process, no binary needed.
+    public static func call(_ args: [String], environment: [String: String] = [:], terminal: Bool = false) -> Run {
+        let scratch = TempDir()
+        defer { scratch.remove() }
+        var env = ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "TZ": "UTC", "TERM": "xterm"]
+        for (k, v) in environment { env[k] = v }
+        let out = Captured(), err = Captured()
+        let io = CommandIO(stdout: CommandOutput(isTerminal: terminal) { out.append($0) },
+                           stderr: CommandOutput(isTerminal: terminal) { err.append($0) })
+        let status = CLI.run(args, environment: env, io: io)
+        return Run(status: status, stdout: out.text, stderr: err.text)
+    }
+}
+
+/// Text written by a command, from whatever thread writes it.
+final class Captured: @unchecked Sendable {
+    private var parts: [String] = []
+    private let lock = NSLock()
+
+    func append(_ s: String) { lock.lock(); parts.append(s); lock.unlock() }
+    var text: String { lock.lock(); defer { lock.unlock() }; return parts.joined() }
 }

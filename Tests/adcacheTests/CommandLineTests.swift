@@ -12,7 +12,7 @@ struct Sandbox {
     var cache: String { dir.path + "/cache" }
 
     func run(_ args: [String], env: [String: String] = [:]) -> Run {
-        Adcache.run(["--cache-dir", cache] + args, environment: env)
+        Adcache.call(["--cache-dir", cache] + args, environment: env)
     }
 
     func remove() { dir.remove() }
@@ -71,9 +71,9 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 
     @Test func optionsMayComeBeforeOrAfterTheCommandAndWithEquals() throws {
         let s = Sandbox(); defer { s.remove() }
-        let r1 = Adcache.run(["-q", "--cache-dir=\(s.cache)", "fetch", packageRoot + "/Examples/feed.json"])
+        let r1 = Adcache.call(["-q", "--cache-dir=\(s.cache)", "fetch", packageRoot + "/Examples/feed.json"])
         #expect(r1.status == 0 && r1.stdout.isEmpty, "\(r1.stderr)")
-        let r2 = Adcache.run(["list", "--cache-dir", s.cache, "--json"])
+        let r2 = Adcache.call(["list", "--cache-dir", s.cache, "--json"])
         #expect(try JSONSerialization.jsonObject(with: Data(r2.stdout.utf8)) is [Any])
     }
 }
@@ -240,10 +240,10 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 
     @Test func cacheDirectoryFromTheEnvironment() {
         let s = Sandbox(); defer { s.remove() }
-        let r = Adcache.run(["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["ADCACHE_DIR": s.dir.path + "/env-cache"])
+        let r = Adcache.call(["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["ADCACHE_DIR": s.dir.path + "/env-cache"])
         #expect(r.status == 0)
         #expect(FileIO.exists(s.dir.path + "/env-cache/index.json"))
-        let x = Adcache.run(["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["XDG_CACHE_HOME": s.dir.path + "/xdg"])
+        let x = Adcache.call(["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["XDG_CACHE_HOME": s.dir.path + "/xdg"])
         #expect(x.status == 0)
         #expect(FileIO.exists(s.dir.path + "/xdg/adcache/index.json"))
     }
@@ -251,7 +251,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     @Test func unwritableCacheDirectoryIs73() {
         let s = Sandbox(); defer { s.remove() }
         let blocker = s.dir.write("file", "x")
-        let r = Adcache.run(["--cache-dir", blocker + "/cache", "fetch", packageRoot + "/Examples/feed.json"])
+        let r = Adcache.call(["--cache-dir", blocker + "/cache", "fetch", packageRoot + "/Examples/feed.json"])
         #expect(r.status == 73)
         #expect(r.stderr.hasPrefix("adcache: error: cannot create directory"))
     }

@@ -25,7 +25,7 @@ import TestSupport
     func documentsEveryOptionOfTheCommand(command: String) throws {
         let man = try String(contentsOfFile: manPath, encoding: .utf8)
         #expect(man.contains(".Ss \(command)"), "no section for \(command)")
-        let help = Adcache.run([command, "--help"]).stdout
+        let help = Adcache.call([command, "--help"]).stdout
         let options = help.split(separator: "\n").compactMap { line -> String? in
             let words = line.split(separator: " ")
             return words.first { $0.hasPrefix("--") }.map { String($0.dropFirst(2)).replacingOccurrences(of: ",", with: "") }

@@ -16,7 +16,9 @@ struct Context {
     var warn: WarningSink { { [console] in console.warning($0) } }
 }
 
-enum CLI {
+/// The command line as a function: `main.swift` calls it with the process's arguments,
+/// environment and file descriptors; tests call it in-process with their own.
+public enum CLI {
     static let commands: [any Command.Type] = [
         FetchCommand.self, NextCommand.self, PruneCommand.self, ListCommand.self, ClearCommand.self, HelpCommand.self,
         CompletionsCommand.self,
@@ -32,9 +34,9 @@ enum CLI {
         options: [.flag("version", "Show the version.")]
     )
 
-    /// Runs the command line; returns the exit code.
-    static func run(_ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) -> Int32 {
-        var console = Console(environment: environment)
+    /// Runs the command line (the arguments after the program's name); returns the exit code.
+    public static func run(_ arguments: [String], environment: [String: String], io: CommandIO) -> Int32 {
+        var console = Console(io: io, environment: environment)
         do {
             // The command is the first word that is not a global option (or its value).
             var rest = arguments
@@ -70,10 +72,10 @@ enum CLI {
             let context = Context(console: console, store: CacheStore(directory: dir), environment: environment)
             return try command.run(parsed, context: context).rawValue
         } catch let e as AdCacheError {
-            console.error(e)
+            console.error(e.message, hint: e.hint)
             return e.code.rawValue
         } catch {
-            console.error(AdCacheError(.software, "internal error: \(error)"))
+            console.error("internal error: \(error)")
             return ExitCode.software.rawValue
         }
     }

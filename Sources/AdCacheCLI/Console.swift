@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import AdCacheKit
+
+/// One output stream of the command line: where its text goes and whether a person watches
+/// it (a terminal gets colour and a progress bar; a file or pipe never gets control codes).
+public struct CommandOutput: Sendable {
+    public var write: @Sendable (String) -> Void
+    public var isTerminal: Bool
+
+    public init(isTerminal: Bool, write: @escaping @Sendable (String) -> Void) {
+        self.isTerminal = isTerminal
+        self.write = write
+    }
+
+    /// A file descriptor of this process (1 or 2).
+    public static func descriptor(_ fd: Int32) -> CommandOutput {
+        CommandOutput(isTerminal: isatty(fd) == 1) { text in
+            var bytes = Array(text.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeMutableBytes { systemWrite(fd, $0.baseAddress! + offset, $0.count - offset) }
+                if n < 0 { if errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+}
+
+#if canImport(Glibc)
+private let systemWrite = Glibc.write
+#else
+private let systemWrite = Darwin.write
+#endif
+
+/// Standard output and standard error, as `CLI.run` sees them.
+public struct CommandIO: Sendable {
+    public var stdout: CommandOutput
+    public var stderr: CommandOutput
+
+    public init(stdout: CommandOutput, stderr: CommandOutput) {
+        self.stdout = stdout
+        self.stderr = stderr
+    }
+
+    /// The process's own file descriptors 1 and 2.
+    public static var standard: CommandIO { CommandIO(stdout: .descriptor(1), stderr: .descriptor(2)) }
+}
+
+/// Where output goes: stdout for what was asked for, stderr for the rest.
+struct Console {
+    var quiet = false
+    var verbose = false
+    let io: CommandIO
+    let environment: [String: String]
+
+    var stderrIsTerminal: Bool { io.stderr.isTerminal }
+    var stdoutIsTerminal: Bool { io.stdout.isTerminal }
+    /// Colour only on a terminal and never with NO_COLOR set.
+    var colorErrors: Bool { stderrIsTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb" }
+    var colorOutput: Bool { stdoutIsTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb" }
+
+    func out(_ line: String) {
+        io.stdout.write(line + "\n")
+    }
+
+    func err(_ text: String) {
+        io.stderr.write(text)
+    }
+
+    func warning(_ message: String) {
+        let label = colorErrors ? "\u{1B}[33mwarning:\u{1B}[0m" : "warning:"
+        err("adcache: \(label) \(oneLine(message))\n")
+    }
+
+    func error(_ message: String, hint: String? = nil) {
+        let label = colorErrors ? "\u{1B}[31merror:\u{1B}[0m" : "error:"
+        var text = "adcache: \(label) \(oneLine(message))\n"
+        if let hint { text += hint + "\n" }
+        err(text)
+    }
+
+    func note(_ message: String) {
+        if verbose { err("adcache: \(message)\n") }
+    }
+
+    /// Messages are one line, whatever a server or a file put in them.
+    private func oneLine(_ s: String) -> String {
+        String(s.map { $0.isNewline || $0 == "\t" ? " " : $0 })
+    }
+}
