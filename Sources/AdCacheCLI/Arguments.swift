@@ -1,63 +1,210 @@
 import AdCacheKit
+import Foundation
 
-/// One option of a command, as swift-argument-parser would declare it.
-struct OptionSpec {
+/// What an option's value is: how it is read, what `--help` says of it, and what a shell
+/// completes after it.
+enum ValueKind: Sendable {
+    case flag
+    case text
+    /// Seconds, decimals and exponents accepted, within the range.
+    case seconds(ClosedRange<Double>)
+    case integer(ClosedRange<Int>)
+    /// Bytes, with K, M or G.
+    case size
+    /// RFC 3339 or Unix seconds.
+    case time
+    /// One of these words.
+    case choice([String])
+    case file
+    case directory
+}
+
+/// One option of a command, as swift-argument-parser would declare it. Declared once (see
+/// `Option`), it drives the parser, `--help`, the completions and the man-page test.
+struct OptionSpec: Sendable {
     var long: String
     var short: Character? = nil
     /// The value's placeholder (`<sec>`); nil for a flag.
-    var value: String? = nil
+    var value: String?
     var help: String
     var repeatable = false
+    var kind: ValueKind
+}
 
-    static func flag(_ long: String, short: Character? = nil, _ help: String) -> OptionSpec {
-        OptionSpec(long: long, short: short, help: help)
-    }
+/// A typed option: reading it from `ParsedArguments` gives a `Value`, or a usage error that
+/// names the option.
+struct Option<Value>: Sendable {
+    let spec: OptionSpec
+    let read: @Sendable (String, OptionSpec) throws -> Value
 
-    static func option(_ long: String, _ value: String, _ help: String, repeatable: Bool = false) -> OptionSpec {
-        OptionSpec(long: long, value: value, help: help, repeatable: repeatable)
+    var long: String { spec.long }
+}
+
+/// A flag: present or not.
+struct Flag: Sendable {
+    let spec: OptionSpec
+
+    init(_ long: String, short: Character? = nil, _ help: String) {
+        spec = OptionSpec(long: long, short: short, value: nil, help: help, kind: .flag)
     }
 }
 
-/// A subcommand's interface: its help text is generated from this.
-struct CommandSpec {
+/// Either kind, for the lists a command declares.
+protocol DeclaredOption: Sendable { var spec: OptionSpec { get } }
+extension Option: DeclaredOption {}
+extension Flag: DeclaredOption {}
+
+/// A usage error: exit 64, one line, then the hint.
+struct UsageError: Error {
+    var message: String
+    var hint: String?
+}
+
+extension Option where Value == String {
+    static func text(_ long: String, _ placeholder: String, _ help: String, repeatable: Bool = false) -> Option {
+        Option(spec: OptionSpec(long: long, value: placeholder, help: help, repeatable: repeatable, kind: .text)) { v, _ in v }
+    }
+
+    static func file(_ long: String, _ help: String) -> Option {
+        Option(spec: OptionSpec(long: long, value: "<file>", help: help, kind: .file)) { v, _ in v }
+    }
+
+    static func directory(_ long: String, _ help: String) -> Option {
+        Option(spec: OptionSpec(long: long, value: "<dir>", help: help, kind: .directory)) { v, _ in v }
+    }
+}
+
+extension Option where Value == Double {
+    static func seconds(_ long: String, _ help: String, range: ClosedRange<Double> = 0...Double.greatestFiniteMagnitude) -> Option {
+        Option(spec: OptionSpec(long: long, value: "<sec>", help: help, kind: .seconds(range))) { text, spec in
+            guard let v = Double(text), v.isFinite, range.contains(v) else {
+                throw UsageError(message: "option '--\(spec.long)' needs a number of seconds ≥ \(Int(range.lowerBound)) (got '\(text)')")
+            }
+            return v
+        }
+    }
+}
+
+extension Option where Value == Int {
+    static func integer(_ long: String, _ help: String, range: ClosedRange<Int>) -> Option {
+        Option(spec: OptionSpec(long: long, value: "<n>", help: help, kind: .integer(range))) { text, spec in
+            guard let v = Int(text), range.contains(v) else {
+                throw UsageError(message: "option '--\(spec.long)' needs a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(text)')")
+            }
+            return v
+        }
+    }
+}
+
+extension Option where Value == Int64 {
+    static func size(_ long: String, _ help: String) -> Option {
+        Option(spec: OptionSpec(long: long, value: "<size>", help: help, kind: .size)) { text, spec in
+            guard let v = ByteSize.parse(text) else {
+                throw UsageError(message: "option '--\(spec.long)' needs a size such as 500K, 100M or 2G (got '\(text)')")
+            }
+            return v
+        }
+    }
+}
+
+extension Option where Value == Date {
+    static func time(_ long: String, _ help: String) -> Option {
+        Option(spec: OptionSpec(long: long, value: "<time>", help: help, kind: .time)) { text, spec in
+            guard let v = AdCache.parseTime(text) else {
+                throw UsageError(message: "option '--\(spec.long)' needs an RFC 3339 time with a zone (2027-03-01T08:00:00+08:00) or Unix seconds (got '\(text)')")
+            }
+            return v
+        }
+    }
+}
+
+extension Option where Value: RawRepresentable & CaseIterable, Value.RawValue == String {
+    static func choice(_ long: String, _ placeholder: String, _ help: String) -> Option {
+        let names = Value.allCases.map(\.rawValue)
+        return Option(spec: OptionSpec(long: long, value: placeholder, help: help, kind: .choice(names))) { text, spec in
+            guard let v = Value(rawValue: text) else {
+                let listed = names.map { "'\($0)'" }.joined(separator: names.count == 2 ? " or " : ", ")
+                throw UsageError(message: "option '--\(spec.long)' needs \(listed) (got '\(text)')")
+            }
+            return v
+        }
+    }
+}
+
+/// A subcommand's interface: its help text, parser and completions come from this.
+struct CommandSpec: Sendable {
     var name: String
     var abstract: String
     var discussion: String? = nil
     /// (placeholder, help); a trailing `?` marks an optional argument.
     var arguments: [(String, String)] = []
-    var options: [OptionSpec] = []
+    var options: [any DeclaredOption] = []
+
+    var optionSpecs: [OptionSpec] { options.map(\.spec) }
+    var seeHelp: String { name.isEmpty ? "see 'adcache --help'" : "see 'adcache \(name) --help'" }
 }
 
 /// Options every command takes.
-let globalOptions: [OptionSpec] = [
-    .option("cache-dir", "<dir>", "The cache directory (default: $ADCACHE_DIR, else $XDG_CACHE_HOME/adcache, else ~/.cache/adcache)."),
-    .flag("quiet", short: "q", "Print nothing on stdout (errors and warnings still go to stderr)."),
-    .flag("verbose", short: "v", "Say more on stderr."),
-    .flag("help", short: "h", "Show help information."),
-]
+enum GlobalOptions {
+    static let cacheDir = Option.directory("cache-dir", "The cache directory (default: $ADCACHE_DIR, else $XDG_CACHE_HOME/adcache, else ~/.cache/adcache).")
+    static let quiet = Flag("quiet", short: "q", "Print nothing on stdout (errors and warnings still go to stderr).")
+    static let verbose = Flag("verbose", short: "v", "Say more on stderr.")
+    static let help = Flag("help", short: "h", "Show help information.")
 
-/// What the command line said.
+    static let all: [any DeclaredOption] = [cacheDir, quiet, verbose, help]
+    static var specs: [OptionSpec] { all.map(\.spec) }
+}
+
+/// What the command line said, read through the options' declarations.
 struct ParsedArguments {
+    let command: CommandSpec
     var values: [String: [String]] = [:]
     var flags: Set<String> = []
     var positionals: [String] = []
 
-    func has(_ flag: String) -> Bool { flags.contains(flag) }
-    func value(_ name: String) -> String? { values[name]?.last }
+    func has(_ flag: Flag) -> Bool { flags.contains(flag.spec.long) }
+
+    /// The option's value (the last one given), or nil when absent.
+    func get<V>(_ option: Option<V>) throws -> V? {
+        guard let text = values[option.long]?.last else { return nil }
+        return try read(option, text)
+    }
+
+    /// Every value of a repeatable option.
+    func all<V>(_ option: Option<V>) throws -> [V] {
+        try (values[option.long] ?? []).map { try read(option, $0) }
+    }
+
+    private func read<V>(_ option: Option<V>, _ text: String) throws -> V {
+        do {
+            return try option.read(text, option.spec)
+        } catch var e as UsageError {
+            e.hint = e.hint ?? command.seeHelp
+            throw e
+        }
+    }
+
+    func noPositionals(allowed: Int = 0) throws {
+        if positionals.count > allowed {
+            throw UsageError(message: "unexpected argument '\(positionals[allowed])'", hint: command.seeHelp)
+        }
+    }
+
+    func usage(_ message: String) -> UsageError { UsageError(message: message, hint: command.seeHelp) }
 }
 
 enum ArgumentParser {
     /// Parses `args` (after the command name) against the command's options and the global
     /// ones. `--name value`, `--name=value`, `-q`, `-qv` and `--` are understood.
     static func parse(_ args: [String], command: CommandSpec) throws -> ParsedArguments {
-        let options = command.options + globalOptions
-        var result = ParsedArguments()
+        let options = command.optionSpecs + GlobalOptions.specs
+        var result = ParsedArguments(command: command)
         var i = 0
         var onlyPositionals = false
         func take(_ spec: OptionSpec, inline: String?) throws {
-            guard spec.value != nil else {
+            guard let placeholder = spec.value else {
                 if let inline {
-                    throw AdCacheError.usage("option '--\(spec.long)' takes no value (got '\(inline)')", hint: seeHelp(command))
+                    throw UsageError(message: "option '--\(spec.long)' takes no value (got '\(inline)')", hint: command.seeHelp)
                 }
                 result.flags.insert(spec.long)
                 return
@@ -66,12 +213,12 @@ enum ArgumentParser {
             if v == nil {
                 i += 1
                 guard i < args.count else {
-                    throw AdCacheError.usage("option '--\(spec.long)' needs a value \(spec.value!)", hint: seeHelp(command))
+                    throw UsageError(message: "option '--\(spec.long)' needs a value \(placeholder)", hint: command.seeHelp)
                 }
                 v = args[i]
             }
             if !spec.repeatable, result.values[spec.long] != nil {
-                throw AdCacheError.usage("option '--\(spec.long)' given more than once", hint: seeHelp(command))
+                throw UsageError(message: "option '--\(spec.long)' given more than once", hint: command.seeHelp)
             }
             result.values[spec.long, default: []].append(v!)
         }
@@ -88,15 +235,15 @@ enum ArgumentParser {
                 let inline = body.contains("=") ? String(body.drop { $0 != "=" }.dropFirst()) : nil
                 guard let spec = options.first(where: { $0.long == name }) else {
                     let guess = nearest(name, among: options.map(\.long)).map { "did you mean '--\($0)'?" }
-                    throw AdCacheError.usage("unknown option '--\(name)'\(command.name.isEmpty ? "" : " for '\(command.name)'")",
-                                             hint: guess ?? seeHelp(command))
+                    throw UsageError(message: "unknown option '--\(name)'\(command.name.isEmpty ? "" : " for '\(command.name)'")",
+                                     hint: guess ?? command.seeHelp)
                 }
                 try take(spec, inline: inline)
             } else {
                 let letters = Array(arg.dropFirst())
                 for (n, c) in letters.enumerated() {
                     guard let spec = options.first(where: { $0.short == c }) else {
-                        throw AdCacheError.usage("unknown option '-\(c)'", hint: seeHelp(command))
+                        throw UsageError(message: "unknown option '-\(c)'", hint: command.seeHelp)
                     }
                     if spec.value != nil {
                         let rest = String(letters[(n + 1)...])
@@ -109,10 +256,6 @@ enum ArgumentParser {
             i += 1
         }
         return result
-    }
-
-    static func seeHelp(_ command: CommandSpec) -> String {
-        command.name.isEmpty ? "see 'adcache --help'" : "see 'adcache \(command.name) --help'"
     }
 
     /// The closest name within a small edit distance, for "did you mean".
@@ -134,50 +277,5 @@ enum ArgumentParser {
             prev = cur
         }
         return prev[b.count]
-    }
-}
-
-/// Typed readers for option values; a bad value is a usage error naming the option.
-extension ParsedArguments {
-    func number(_ name: String, command: CommandSpec, range: ClosedRange<Double> = 0...Double.greatestFiniteMagnitude) throws -> Double? {
-        guard let text = value(name) else { return nil }
-        guard let v = Double(text), v.isFinite, range.contains(v) else {
-            throw AdCacheError.usage("option '--\(name)' needs a number of seconds ≥ \(Int(range.lowerBound)) (got '\(text)')",
-                                     hint: ArgumentParser.seeHelp(command))
-        }
-        return v
-    }
-
-    func integer(_ name: String, command: CommandSpec, range: ClosedRange<Int>) throws -> Int? {
-        guard let text = value(name) else { return nil }
-        guard let v = Int(text), range.contains(v) else {
-            throw AdCacheError.usage("option '--\(name)' needs a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(text)')",
-                                     hint: ArgumentParser.seeHelp(command))
-        }
-        return v
-    }
-
-    func size(_ name: String, command: CommandSpec) throws -> Int64? {
-        guard let text = value(name) else { return nil }
-        guard let v = ByteSize.parse(text) else {
-            throw AdCacheError.usage("option '--\(name)' needs a size such as 500K, 100M or 2G (got '\(text)')",
-                                     hint: ArgumentParser.seeHelp(command))
-        }
-        return v
-    }
-
-    func time(_ name: String, command: CommandSpec) throws -> Double? {
-        guard let text = value(name) else { return nil }
-        guard let v = Time.parse(text) else {
-            throw AdCacheError.usage("option '--\(name)' needs an RFC 3339 time with a zone (2027-03-01T08:00:00+08:00) or Unix seconds (got '\(text)')",
-                                     hint: ArgumentParser.seeHelp(command))
-        }
-        return v
-    }
-
-    func noPositionals(_ command: CommandSpec, allowed: Int = 0) throws {
-        if positionals.count > allowed {
-            throw AdCacheError.usage("unexpected argument '\(positionals[allowed])'", hint: ArgumentParser.seeHelp(command))
-        }
     }
 }

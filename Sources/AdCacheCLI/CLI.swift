@@ -8,12 +8,48 @@ protocol Command: Sendable {
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode
 }
 
-/// What every command gets: the console and the cache.
+/// The exit codes of SPEC §5, from sysexits.h.
+enum ExitCode: Int32 {
+    case success = 0
+    case nothingToShow = 1
+    case usage = 64
+    case dataError = 65
+    case unavailable = 69
+    case software = 70
+    case cantCreate = 73
+    case ioError = 74
+    case tempFail = 75
+
+    /// The code a library error ends the command with.
+    init(_ error: AdCacheError) {
+        switch error {
+        case .invalidRequest: self = .usage
+        case .feedInvalid: self = .dataError
+        case .feedUnreachable: self = .unavailable
+        case .libraryMissing: self = .software
+        case .cacheUnwritable: self = .cantCreate
+        case .io: self = .ioError
+        case .busy: self = .tempFail
+        }
+    }
+}
+
+/// What every command gets: the console, the cache directory and the environment.
 struct Context {
     var console: Console
-    var store: CacheStore
+    var directory: String
     var environment: [String: String]
-    var warn: WarningSink { { [console] in console.warning($0) } }
+
+    /// The cache, its clock at `at` when given (`--at`: the same path as now, another time).
+    func cache(at: Date? = nil) -> AdCache {
+        let console = console
+        return AdCache(.init(directory: directory, clock: { at ?? Date() }, diagnostics: { console.warning($0.message) }))
+    }
+}
+
+/// A path as given, made absolute against the working directory.
+func absolutePath(_ path: String) -> String {
+    path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
 }
 
 /// The command line as a function: `main.swift` calls it with the process's arguments,
@@ -26,12 +62,14 @@ public enum CLI {
 
     static var specs: [CommandSpec] { commands.map { $0.spec } }
 
+    static let version = Flag("version", "Show the version.")
+
     static let root = CommandSpec(
         name: "",
         abstract: "Keep a local cache of splash ads fresh, and pick the one each launch shows.",
         discussion: "Run 'adcache fetch' from cron to download the ad feed and its images and videos; run 'adcache next' at app launch to get the asset to show, instantly and without the network. See adcache(1).",
         arguments: [("<command>", "The command to run.")],
-        options: [.flag("version", "Show the version.")]
+        options: [version]
     )
 
     /// Runs the command line (the arguments after the program's name); returns the exit code.
@@ -43,37 +81,41 @@ public enum CLI {
             var leading: [String] = []
             while let first = rest.first, first.hasPrefix("-") {
                 leading.append(rest.removeFirst())
-                if first == "--cache-dir", let v = rest.first { leading.append(v); rest.removeFirst() }
+                if first == "--" + GlobalOptions.cacheDir.long, let v = rest.first { leading.append(v); rest.removeFirst() }
             }
             guard let name = rest.first else {
                 let parsed = try ArgumentParser.parse(leading, command: root)
-                if parsed.has("version") {
-                    console.out("adcache \(AdCacheVersion.string) (\(defaultUserAgent()))")
+                if parsed.has(version) {
+                    console.out("adcache \(AdCache.version) (\(AdCache.userAgent))")
                     return 0
                 }
-                if parsed.has("help") {
+                if parsed.has(GlobalOptions.help) {
                     console.out(Help.text(for: root, subcommands: specs))
                     return 0
                 }
-                throw AdCacheError.usage("no command given", hint: "see 'adcache --help'")
+                throw UsageError(message: "no command given", hint: "see 'adcache --help'")
             }
             guard let command = commands.first(where: { $0.spec.name == name }) else {
                 let guess = ArgumentParser.nearest(name, among: specs.map { $0.name })
-                throw AdCacheError.usage("unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
+                throw UsageError(message: "unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
             }
             let parsed = try ArgumentParser.parse(leading + rest.dropFirst(), command: command.spec)
-            if parsed.has("help") {
+            if parsed.has(GlobalOptions.help) {
                 console.out(Help.text(for: command.spec))
                 return 0
             }
-            console.quiet = parsed.has("quiet")
-            console.verbose = parsed.has("verbose")
-            let dir = parsed.value("cache-dir").map(CacheStore.absolute) ?? CacheStore.defaultDirectory(environment: environment)
-            let context = Context(console: console, store: CacheStore(directory: dir), environment: environment)
+            console.quiet = parsed.has(GlobalOptions.quiet)
+            console.verbose = parsed.has(GlobalOptions.verbose)
+            let dir = try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
+                ?? AdCache.Configuration.defaultDirectory(environment: environment)
+            let context = Context(console: console, directory: dir, environment: environment)
             return try command.run(parsed, context: context).rawValue
-        } catch let e as AdCacheError {
+        } catch let e as UsageError {
             console.error(e.message, hint: e.hint)
-            return e.code.rawValue
+            return ExitCode.usage.rawValue
+        } catch let e as AdCacheError {
+            console.error(e.message)
+            return ExitCode(e).rawValue
         } catch {
             console.error("internal error: \(error)")
             return ExitCode.software.rawValue
@@ -90,14 +132,14 @@ enum HelpCommand: Command {
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(spec, allowed: 1)
+        try args.noPositionals(allowed: 1)
         guard let name = args.positionals.first else {
             context.console.out(Help.text(for: CLI.root, subcommands: CLI.specs))
             return .success
         }
         guard let command = CLI.commands.first(where: { $0.spec.name == name }) else {
             let guess = ArgumentParser.nearest(name, among: CLI.specs.map { $0.name })
-            throw AdCacheError.usage("unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
+            throw UsageError(message: "unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
         }
         context.console.out(Help.text(for: command.spec))
         return .success
@@ -127,7 +169,7 @@ enum Help {
             for (arg, help) in spec.arguments { lines.append(row(String(arg.replacingOccurrences(of: "?", with: "")), help)) }
         }
         lines += ["", "OPTIONS:"]
-        for o in spec.options + globalOptions {
+        for o in spec.optionSpecs + GlobalOptions.specs {
             var label = o.short.map { "-\($0), " } ?? ""
             label += "--\(o.long)"
             if let v = o.value { label += " \(v)" }

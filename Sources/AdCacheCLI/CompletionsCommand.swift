@@ -13,32 +13,40 @@ enum CompletionsCommand: Command {
     static let shells = ["bash", "zsh", "fish"]
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(spec, allowed: 1)
+        try args.noPositionals(allowed: 1)
         guard let shell = args.positionals.first else {
-            throw AdCacheError.usage("which shell? bash, zsh or fish", hint: "see 'adcache completions --help'")
+            throw args.usage("which shell? bash, zsh or fish")
         }
         switch shell {
         case "bash": context.console.out(bash())
         case "zsh": context.console.out(zsh())
         case "fish": context.console.out(fish())
         default:
-            throw AdCacheError.usage("unknown shell '\(shell)' (bash, zsh or fish)", hint: "see 'adcache completions --help'")
+            throw args.usage("unknown shell '\(shell)' (bash, zsh or fish)")
         }
         return .success
     }
 
     static var commands: [CommandSpec] { CLI.specs }
 
-    /// The fixed values an option or argument takes, if any.
+    static var allOptions: [OptionSpec] { commands.flatMap(\.optionSpecs) + GlobalOptions.specs }
+
+    /// What follows an option in a shell: fixed words, a file or a directory, from its
+    /// declaration.
     static func values(_ option: String) -> [String]? {
-        switch option {
-        case "type": return AdType.allCases.map(\.rawValue)
-        default: return nil
-        }
+        guard case .choice(let words) = allOptions.first(where: { $0.long == option })?.kind else { return nil }
+        return words
     }
 
-    static let fileOptions: Set<String> = ["cacert", "fallback"]
-    static let directoryOptions: Set<String> = ["cache-dir"]
+    static func takesFile(_ option: String) -> Bool {
+        if case .file = allOptions.first(where: { $0.long == option })?.kind { return true }
+        return false
+    }
+
+    static func takesDirectory(_ option: String) -> Bool {
+        if case .directory = allOptions.first(where: { $0.long == option })?.kind { return true }
+        return false
+    }
 
     /// Help text made safe inside the quotes and brackets of a completion script.
     static func clean(_ s: String) -> String {
@@ -47,20 +55,20 @@ enum CompletionsCommand: Command {
 
     static func bash() -> String {
         let names = commands.map(\.name).joined(separator: " ")
-        let valued = Set((commands.flatMap(\.options) + globalOptions).filter { $0.value != nil }.map(\.long))
+        let valued = Set(allOptions.filter { $0.value != nil }.map(\.long))
         // What follows an option that takes a value: its fixed values, directories, files, or nothing.
         var valueCases = ""
         for name in valued.sorted() {
             let reply: String
             if let v = values(name) { reply = "COMPREPLY=($(compgen -W \"\(v.joined(separator: " "))\" -- \"$cur\")); " }
-            else if directoryOptions.contains(name) { reply = "COMPREPLY=($(compgen -d -- \"$cur\")); " }
-            else if fileOptions.contains(name) { reply = "COMPREPLY=($(compgen -f -- \"$cur\")); " }
+            else if takesDirectory(name) { reply = "COMPREPLY=($(compgen -d -- \"$cur\")); " }
+            else if takesFile(name) { reply = "COMPREPLY=($(compgen -f -- \"$cur\")); " }
             else { reply = "" }
             valueCases += "        --\(name)) \(reply)return ;;\n"
         }
         var cases = ""
         for c in commands {
-            let opts = (c.options + globalOptions).map { "--" + $0.long }.joined(separator: " ")
+            let opts = (c.optionSpecs + GlobalOptions.specs).map { "--" + $0.long }.joined(separator: " ")
             var words = opts
             if c.name == "help" { words = names }
             if c.name == "completions" { words = shells.joined(separator: " ") }
@@ -126,12 +134,12 @@ enum CompletionsCommand: Command {
         """
         for c in commands {
             var specs: [String] = []
-            for o in c.options + globalOptions {
+            for o in c.optionSpecs + GlobalOptions.specs {
                 var s = "'--\(o.long)[\(clean(o.help))]"
                 if o.value != nil {
                     if let v = values(o.long) { s += ":\(o.long):(\(v.joined(separator: " ")))" }
-                    else if directoryOptions.contains(o.long) { s += ":dir:_files -/" }
-                    else if fileOptions.contains(o.long) { s += ":file:_files" }
+                    else if takesDirectory(o.long) { s += ":dir:_files -/" }
+                    else if takesFile(o.long) { s += ":file:_files" }
                     else { s += ":\(o.long): " }
                 }
                 specs.append(s + "'")
@@ -155,19 +163,19 @@ enum CompletionsCommand: Command {
         for c in commands {
             lines.append("complete -c adcache -n '__fish_use_subcommand' -a \(c.name) -d '\(clean(c.abstract))'")
         }
-        for o in globalOptions {
+        for o in GlobalOptions.specs {
             var l = "complete -c adcache -l \(o.long)"
             if let s = o.short { l += " -s \(s)" }
-            if o.value != nil { l += directoryOptions.contains(o.long) ? " -r -a '(__fish_complete_directories)'" : " -r" }
+            if o.value != nil { l += takesDirectory(o.long) ? " -r -a '(__fish_complete_directories)'" : " -r" }
             lines.append(l + " -d '\(clean(o.help))'")
         }
         for c in commands {
             let cond = "-n '__fish_seen_subcommand_from \(c.name)'"
-            for o in c.options {
+            for o in c.optionSpecs {
                 var l = "complete -c adcache \(cond) -l \(o.long)"
                 if o.value != nil {
                     if let v = values(o.long) { l += " -x -a '\(v.joined(separator: " "))'" }
-                    else if fileOptions.contains(o.long) { l += " -r -F" }
+                    else if takesFile(o.long) { l += " -r -F" }
                     else { l += " -x" }
                 }
                 lines.append(l + " -d '\(clean(o.help))'")

@@ -3,64 +3,66 @@ import Foundation
 
 /// `adcache fetch [FEED]`.
 enum FetchCommand: Command {
+    static let timeout = Option.seconds("timeout", "Give up on one transfer after this many seconds (default: 60).", range: 0.001...86400 * 365)
+    static let deadline = Option.seconds("deadline", "Stop the whole run after this many seconds; what finished is kept (default: none).", range: 0.001...86400 * 365)
+    static let parallel = Option.integer("parallel", "Transfers at once (default: 4).", range: 1...64)
+    static let retries = Option.integer("retries", "Retries of a transient failure (default: 2).", range: 0...20)
+    static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this (default: 100M).")
+    static let maxFeedSize = Option.size("max-feed-size", "Refuse a feed larger than this (default: 8M).")
+    static let header = Option.text("header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true)
+    static let userAgent = Option.text("user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
+    static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
+    static let jitter = Option.seconds("jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).")
+    static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
+    static let noProgress = Flag("no-progress", "Never show a progress bar.")
+    static let json = Flag("json", "Print a report as JSON on stdout.")
+
     static let spec = CommandSpec(
         name: "fetch",
         abstract: "Download the ad feed and the asset of every ad that has not expired.",
         discussion: "Assets already cached are revalidated, not downloaded again; interrupted downloads resume. Exit 75 when the feed was read but some asset failed (the rest is committed); 69 when the feed cannot be fetched (the cache is unchanged).",
         arguments: [("<feed>?", "An http or https URL, a file: URL or a path (default: the feed of the last successful fetch).")],
-        options: [
-            .option("timeout", "<sec>", "Give up on one transfer after this many seconds (default: 60)."),
-            .option("deadline", "<sec>", "Stop the whole run after this many seconds; what finished is kept (default: none)."),
-            .option("parallel", "<n>", "Transfers at once (default: 4)."),
-            .option("retries", "<n>", "Retries of a transient failure (default: 2)."),
-            .option("max-asset-size", "<size>", "Refuse an asset larger than this (default: 100M)."),
-            .option("max-feed-size", "<size>", "Refuse a feed larger than this (default: 8M)."),
-            .option("header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true),
-            .option("user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>)."),
-            .option("cacert", "<file>", "Trust the CA certificates in this file instead of the system's."),
-            .option("jitter", "<sec>", "Sleep a random 0 to <sec> seconds first (for fleets of devices)."),
-            .flag("progress", "Show a progress bar on stderr even when it is not a terminal."),
-            .flag("no-progress", "Never show a progress bar."),
-            .flag("json", "Print a report as JSON on stdout."),
-        ]
+        options: [timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, header, userAgent, cacert, jitter,
+                  progress, noProgress, json]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        let startedAt = monotonicNow()
-        try args.noPositionals(spec, allowed: 1)
-        var options = FetchOptions()
-        options.feed = args.positionals.first
-        if let t = try args.number("timeout", command: spec, range: 0.001...86400 * 365) { options.transfer.timeout = t }
-        if let d = try args.number("deadline", command: spec, range: 0.001...86400 * 365) { options.transfer.deadline = startedAt + d }
-        if let p = try args.integer("parallel", command: spec, range: 1...64) { options.transfer.parallel = p }
-        if let r = try args.integer("retries", command: spec, range: 0...20) { options.transfer.retries = r }
-        if let s = try args.size("max-asset-size", command: spec) { options.maxAssetSize = s }
-        if let s = try args.size("max-feed-size", command: spec) { options.maxFeedSize = s }
-        if let j = try args.number("jitter", command: spec) { options.jitter = j }
-        if let ua = args.value("user-agent") { options.transfer.userAgent = ua }
-        for h in args.values["header"] ?? [] {
+        try args.noPositionals(allowed: 1)
+        var options = FetchOptions(feed: args.positionals.first)
+        if let t = try args.get(timeout) { options.timeout = t }
+        options.deadline = try args.get(deadline)
+        if let p = try args.get(parallel) { options.parallel = p }
+        if let r = try args.get(retries) { options.retries = r }
+        if let s = try args.get(maxAssetSize) { options.maxAssetSize = s }
+        if let s = try args.get(maxFeedSize) { options.maxFeedSize = s }
+        if let j = try args.get(jitter) { options.jitter = j }
+        options.userAgent = try args.get(userAgent)
+        for h in try args.all(header) {
             guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
-                throw AdCacheError.usage("option '--header' needs 'Name: value' (got '\(h)')", hint: "see 'adcache fetch --help'")
+                throw args.usage("option '--header' needs 'Name: value' (got '\(h)')")
             }
             options.headers.append(h)
         }
-        if let ca = args.value("cacert") {
-            let path = CacheStore.absolute(ca)
+        if let ca = try args.get(cacert) {
+            let path = absolutePath(ca)
             guard FileManager.default.isReadableFile(atPath: path) else {
-                throw AdCacheError.usage("option '--cacert': cannot read '\(ca)'", hint: "see 'adcache fetch --help'")
+                throw args.usage("option '--cacert': cannot read '\(ca)'")
             }
-            options.transfer.caFile = path
+            options.caFile = path
         }
-        if args.has("progress") && args.has("no-progress") {
-            throw AdCacheError.usage("'--progress' and '--no-progress' cannot go together", hint: "see 'adcache fetch --help'")
+        if args.has(progress) && args.has(noProgress) {
+            throw args.usage("'--progress' and '--no-progress' cannot go together")
         }
 
         let console = context.console
-        let fetcher = Fetcher(store: context.store, options: options, warn: context.warn)
-        let showProgress = args.has("progress") || (!args.has("no-progress") && console.stderrIsTerminal)
+        let showProgress = args.has(progress) || (!args.has(noProgress) && console.stderrIsTerminal)
         let bar = ProgressBar(console: console)
-        if showProgress { fetcher.onProgress = { bar.update($0) } }
-        let report = try fetcher.run()
+        let report: FetchReport
+        do {
+            report = try context.cache().fetch(options, progress: showProgress ? { bar.update($0) } : nil)
+        } catch AdCacheError.invalidRequest(let message) where options.feed == nil {
+            throw args.usage(message)   // no FEED given and none remembered
+        }
         if showProgress { bar.finish() }
 
         for ad in report.ads {
@@ -70,33 +72,13 @@ enum FetchCommand: Command {
                 console.note("\(ad.id): \(ad.outcome.rawValue)\(ad.bytes.map { " (\(ByteSize.human($0)))" } ?? "")")
             }
         }
-        if args.has("json") {
-            console.out(report.json.render(indent: 2))
+        let code: ExitCode = report.isComplete ? .success : .tempFail
+        if args.has(json) {
+            console.out(report.json(exitCode: code.rawValue))
         } else if !console.quiet {
             console.out(report.summary)
         }
-        return ExitCode(rawValue: report.exitCode) ?? .software
-    }
-}
-
-extension FetchReport {
-    var json: JSONOut {
-        .object([
-            ("feed", .string(feed)),
-            ("feedStatus", .string(feedStatus)),
-            ("ads", .array(ads.map { ad in
-                .object([
-                    ("id", .string(ad.id)),
-                    ("url", .string(ad.url)),
-                    ("outcome", .string(ad.outcome.rawValue)),
-                    ("bytes", .int(ad.bytes)),
-                    ("error", .string(ad.error)),
-                ])
-            })),
-            ("warnings", .array(warnings.map { .string($0) })),
-            ("summary", .string(summary)),
-            ("exitCode", .int(Int64(exitCode))),
-        ])
+        return code
     }
 }
 
@@ -107,7 +89,7 @@ final class ProgressBar {
 
     init(console: Console) { self.console = console }
 
-    func update(_ p: TransferProgress) {
+    func update(_ p: FetchProgress) {
         let width = 24
         let filled = p.total == 0 ? width : width * p.done / p.total
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)

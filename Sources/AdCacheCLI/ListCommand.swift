@@ -3,37 +3,33 @@ import Foundation
 
 /// `adcache list`.
 enum ListCommand: Command {
-    static let spec = CommandSpec(
-        name: "list",
-        abstract: "Show the cached ads and their states.",
-        options: [
-            .flag("json", "Print a JSON array of ads."),
-            .option("at", "<time>", "Evaluate as of this time (RFC 3339 or Unix seconds)."),
-        ]
-    )
+    static let json = Flag("json", "Print a JSON array of ads.")
+    static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds).")
+
+    static let spec = CommandSpec(name: "list", abstract: "Show the cached ads and their states.", options: [json, at])
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(spec)
-        let t = try args.time("at", command: spec) ?? Date().timeIntervalSince1970
-        let entries = try context.store.listing(at: t, warn: context.warn)
+        try args.noPositionals()
+        let now = try args.get(at) ?? Date()
+        let entries = try context.cache(at: now).list()
+        let t = now.timeIntervalSince1970
         let console = context.console
-        if args.has("json") {
-            console.out(JSONOut.array(entries.map(\.json)).render(indent: 2))
+        if args.has(json) {
+            console.out(ListedAd.json(entries))
             return .success
         }
         guard !console.quiet else { return .success }
         let color = console.colorOutput
         var rows = [["ID", "TYPE", "STATE", "SHOWS", "STARTS", "EXPIRES", "SIZE"]]
         for e in entries {
-            let r = e.record
             rows.append([
-                r.id,
-                r.type?.rawValue ?? "-",
+                e.id,
+                e.type?.rawValue ?? "-",
                 e.state.rawValue,
-                "\(r.shows)/\(r.maxShows.map(String.init) ?? "∞")",
-                r.start.map { relative($0, now: t) } ?? "-",
-                r.expires.map { relative($0, now: t) } ?? "never",
-                r.file == nil ? "-" : ByteSize.human(r.bytes ?? 0),
+                "\(e.shows)/\(e.maxShows.map(String.init) ?? "∞")",
+                e.start.map { relative($0.timeIntervalSince1970, now: t) } ?? "-",
+                e.expires.map { relative($0.timeIntervalSince1970, now: t) } ?? "never",
+                e.bytes.map(ByteSize.human) ?? "-",
             ])
         }
         let widths = (0..<7).map { c in rows.map { $0[c].count }.max()! }
@@ -51,7 +47,7 @@ enum ListCommand: Command {
             if n == 0 && entries.isEmpty { break }
         }
         for e in entries where e.state == .failed {
-            console.out("  \(e.record.id): \(e.record.error ?? "failed")")
+            console.out("  \(e.id): \(e.error ?? "failed")")
         }
         return .success
     }

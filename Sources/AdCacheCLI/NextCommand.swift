@@ -2,51 +2,43 @@ import AdCacheKit
 
 /// `adcache next`.
 enum NextCommand: Command {
+    static let peek = Flag("peek", "Do not record the show.")
+    static let json = Flag("json", "Print one JSON object instead of the path.")
+    static let fallback = Option.file("fallback", "When nothing is eligible, print this file's path and exit 0.")
+    static let type = Option<AdType>.choice("type", "<type>", "Only ads of this type: image or video.")
+    static let placement = Option.text("placement", "<name>", "Only ads for this placement (default: splash).")
+    static let cooldown = Option.seconds("cooldown", "Show nothing if any ad was shown less than <sec> seconds ago.")
+    static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds), and date the show at it.")
+
     static let spec = CommandSpec(
         name: "next",
         abstract: "Print the cached asset this launch shows, and record the show.",
         discussion: "Never touches the network. Exit 1 with nothing on stdout when no ad is eligible (unless --fallback is given).",
-        options: [
-            .flag("peek", "Do not record the show."),
-            .flag("json", "Print one JSON object instead of the path."),
-            .option("fallback", "<file>", "When nothing is eligible, print this file's path and exit 0."),
-            .option("type", "<type>", "Only ads of this type: image or video."),
-            .option("placement", "<name>", "Only ads for this placement (default: splash)."),
-            .option("cooldown", "<sec>", "Show nothing if any ad was shown less than <sec> seconds ago."),
-            .option("at", "<time>", "Evaluate as of this time (RFC 3339 or Unix seconds), and date the show at it."),
-        ]
+        options: [peek, json, fallback, type, placement, cooldown, at]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(spec)
-        var options = NextOptions()
-        options.peek = args.has("peek")
-        if let t = args.value("type") {
-            guard let type = AdType(rawValue: t) else {
-                throw AdCacheError.usage("option '--type' needs 'image' or 'video' (got '\(t)')", hint: "see 'adcache next --help'")
-            }
-            options.type = type
-        }
-        if let p = args.value("placement") {
-            guard !p.isEmpty else { throw AdCacheError.usage("option '--placement' needs a name", hint: "see 'adcache next --help'") }
+        try args.noPositionals()
+        var options = NextOptions(peek: args.has(peek), type: try args.get(type), cooldown: try args.get(cooldown))
+        if let p = try args.get(placement) {
+            guard !p.isEmpty else { throw args.usage("option '--placement' needs a name") }
             options.placement = p
         }
-        options.cooldown = try args.number("cooldown", command: spec)
-        options.at = try args.time("at", command: spec)
-        let fallback = args.value("fallback").map(CacheStore.absolute)
+        let fallbackPath = try args.get(fallback).map(absolutePath)
+        let cache = context.cache(at: try args.get(at))
 
         let console = context.console
-        switch try Selector(store: context.store, warn: context.warn).decide(options) {
-        case .show(let choice):
-            console.out(args.has("json") ? choice.json.render() : choice.path)
+        switch try cache.next(options) {
+        case .show(let ad):
+            console.out(args.has(json) ? ad.json : ad.path)
             return .success
         case .coolingDown:
             return .nothingToShow   // no splash at all, not even the fallback
         case .nothingEligible:
             break
         }
-        guard let fallback else { return .nothingToShow }
-        console.out(args.has("json") ? NextChoice.fallbackJSON(path: fallback, placement: options.placement).render() : fallback)
+        guard let fallbackPath else { return .nothingToShow }
+        console.out(args.has(json) ? ShownAd.fallbackJSON(path: fallbackPath, placement: options.placement) : fallbackPath)
         return .success
     }
 }

@@ -2,27 +2,24 @@ import AdCacheKit
 
 /// `adcache prune`.
 enum PruneCommand: Command {
+    static let maxSize = Option.size("max-size", "Then evict ready ads until assets/ holds at most <size> (K, M, G: powers of 1024).")
+    static let dryRun = Flag("dry-run", "Say what would be removed; remove nothing.")
+    static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds).")
+    static let json = Flag("json", "Print the report as JSON.")
+
     static let spec = CommandSpec(
         name: "prune",
         abstract: "Delete expired, used-up and withdrawn ads, unknown files and stale downloads.",
-        options: [
-            .option("max-size", "<size>", "Then evict ready ads until assets/ holds at most <size> (K, M, G: powers of 1024)."),
-            .flag("dry-run", "Say what would be removed; remove nothing."),
-            .option("at", "<time>", "Evaluate as of this time (RFC 3339 or Unix seconds)."),
-            .flag("json", "Print the report as JSON."),
-        ]
+        options: [maxSize, dryRun, at, json]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(spec)
-        var options = PruneOptions()
-        options.maxSize = try args.size("max-size", command: spec)
-        options.dryRun = args.has("dry-run")
-        options.at = try args.time("at", command: spec)
-        let report = try Pruner(store: context.store, warn: context.warn).run(options)
+        try args.noPositionals()
+        let options = PruneOptions(maxSize: try args.get(maxSize), dryRun: args.has(dryRun))
+        let report = try context.cache(at: try args.get(at)).prune(options)
         let console = context.console
-        if args.has("json") {
-            console.out(report.json.render(indent: 2))
+        if args.has(json) {
+            console.out(report.json)
             return .success
         }
         guard !console.quiet else { return .success }
@@ -35,18 +32,5 @@ enum PruneCommand: Command {
         let total = "\(ByteSize.human(report.bytesFreed)) (\(report.bytesFreed) bytes)"
         console.out(options.dryRun ? "would free \(total)" : "freed \(total)")
         return .success
-    }
-}
-
-extension PruneReport {
-    var json: JSONOut {
-        .object([
-            ("dryRun", .bool(dryRun)),
-            ("removed", .array(removed.map { r in
-                .object([("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)), ("bytes", .int(r.bytes))])
-            })),
-            ("bytesFreed", .int(bytesFreed)),
-            ("bytesKept", .int(bytesKept)),
-        ])
     }
 }

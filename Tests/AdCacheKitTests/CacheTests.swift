@@ -32,7 +32,7 @@ import TestSupport
         let f = try CacheFixture(); defer { f.remove() }
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(content.utf8))
         var warnings: [String] = []
-        let index = try f.store.load { warnings.append($0) }
+        let index = try f.store.load { warnings.append($0.message) }
         #expect(index.ads.isEmpty)
         #expect(warnings.count == 1)
         #expect(warnings[0].contains("moved it aside"))
@@ -61,7 +61,7 @@ import TestSupport
                 try other.withIndexLock { }
                 Issue.record("the second lock should not be granted")
             } catch let e as AdCacheError {
-                #expect(e.code == .tempFail)
+                #expect(e == .busy("the cache is busy (index.lock is held); try again"))
             }
         }
     }
@@ -74,8 +74,7 @@ import TestSupport
             _ = try f.store.acquireFetchLock()
             Issue.record("the second fetch lock should not be granted")
         } catch let e as AdCacheError {
-            #expect(e.code == .tempFail)
-            #expect(e.message.contains("pid \(getpid())"))
+            #expect(e == .busy("another fetch is running (pid \(getpid())); try again later"))
         }
         held.unlock()
         #expect(!f.store.fetchIsRunning())
@@ -93,11 +92,7 @@ import TestSupport
     let now = 1_803_859_200.0
 
     func prune(_ f: CacheFixture, maxSize: Int64? = nil, dryRun: Bool = false) throws -> PruneReport {
-        var o = PruneOptions()
-        o.at = now
-        o.maxSize = maxSize
-        o.dryRun = dryRun
-        return try Pruner(store: f.store, warn: { _ in }).run(o)
+        try f.cache(at: now).prune(PruneOptions(maxSize: maxSize, dryRun: dryRun))
     }
 
     @Test func removesExpiredWithdrawnAndOrphansKeepsExhaustedRecord() throws {
@@ -182,7 +177,7 @@ import TestSupport
     @Test func clearRemovesEverythingButTheDirectory() throws {
         let f = try CacheFixture(); defer { f.remove() }
         try f.save([f.ready("a"), f.ready("b")])
-        #expect(try clearCache(f.store, warn: { _ in }) == 2)
+        #expect(try f.cache(at: now).clear() == 2)
         #expect(FileIO.exists(f.store.directory))
         #expect(!FileIO.exists(f.store.indexPath))
         #expect(FileIO.list(f.store.assetsDirectory).isEmpty)

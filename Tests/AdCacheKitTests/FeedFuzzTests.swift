@@ -38,8 +38,8 @@ import Testing
                       ad.url.hasPrefix("http://") || ad.url.hasPrefix("https://") else { return false }
             }
             return true
-        } catch let e as AdCacheError {
-            return e.code == .dataError
+        } catch AdCacheError.feedInvalid {
+            return true
         } catch {
             return false
         }

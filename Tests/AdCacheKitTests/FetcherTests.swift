@@ -51,12 +51,15 @@ final class FetchHarness: @unchecked Sendable {
         dir.remove()
     }
 
+    /// The facade on this cache.
+    var cache: AdCache { AdCache(.init(directory: store.directory)) }
+
     func fetch(_ configure: (inout FetchOptions) -> Void = { _ in }) throws -> FetchReport {
         var o = FetchOptions()
         o.feed = server.url("/feed.json")
         o.transfer.retryBaseDelay = 0.05
         configure(&o)
-        let fetcher = Fetcher(store: store, options: o, warn: { [weak self] w in self?.lock.lock(); self?.warnings.append(w); self?.lock.unlock() })
+        let fetcher = Fetcher(store: store, options: o, warn: { [weak self] w in self?.lock.lock(); self?.warnings.append(w.message); self?.lock.unlock() })
         return try fetcher.run()
     }
 
@@ -93,12 +96,12 @@ final class FetchHarness: @unchecked Sendable {
         h.feed(#"{"version":1,"ads":[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(jpeg))"},{"id":"v","url":"/v/clip"}]}"#)
         let report = try h.fetch()
         #expect(report.summary == "2 ads: 2 ready (2 downloaded)")
-        #expect(report.exitCode == 0)
+        #expect(report.isComplete)
         #expect(try h.cachedBytes("a") == jpeg)
         #expect(try h.cachedBytes("v") == mp4)
         let v = try #require(try h.index().ads.first { $0.id == "v" })
         #expect(v.type == .video)   // from the first bytes
-        #expect(v.file == SHA256Hasher.hex(h.server.url("/v/clip")) + ".mp4")
+        #expect(try v.file == SHA256Hasher.hex(h.server.url("/v/clip")) + ".mp4")
         #expect(v.etag != nil && v.state == .ready)
         #expect(try h.index().feed?.url == h.server.url("/feed.json"))
         #expect(FileIO.list(h.store.partialDirectory).isEmpty)
@@ -143,8 +146,8 @@ final class FetchHarness: @unchecked Sendable {
         h.feed(#"[{"id":"a","url":"a.jpg","maxShows":5},{"id":"b","url":"b.jpg"}]"#)
         _ = try h.fetch()
         var o = NextOptions(); o.type = nil
-        _ = try Selector(store: h.store, warn: { _ in }).next(o)   // a (id order)
-        _ = try Selector(store: h.store, warn: { _ in }).next(o)   // b
+        _ = try h.cache.shown(o)   // a (id order)
+        _ = try h.cache.shown(o)   // b
         h.put("/a2.jpg", Media.jpeg(seed: 3))
         h.feed(#"[{"id":"a","url":"a2.jpg","maxShows":5}]"#)
         _ = try h.fetch()
@@ -152,7 +155,7 @@ final class FetchHarness: @unchecked Sendable {
         let a = try #require(index.ads.first { $0.id == "a" })
         #expect(a.shows == 1 && a.url == h.server.url("/a2.jpg") && a.state == .ready)
         #expect(index.ads.first { $0.id == "b" }?.state == .withdrawn)
-        for _ in 0..<3 { #expect(try Selector(store: h.store, warn: { _ in }).next(o)?.record.id == "a") }
+        for _ in 0..<3 { #expect(try h.cache.shown(o)?.id == "a") }
         // The old file of a is gone; b's stays until prune.
         #expect(FileIO.list(h.store.assetsDirectory).count == 2)
     }
@@ -170,7 +173,7 @@ final class FetchHarness: @unchecked Sendable {
                 _ = try h.fetch { $0.transfer.retries = 0 }
                 Issue.record("fetch should fail for \(bad.status)")
             } catch let e as AdCacheError {
-                #expect(e.code == (bad.status == 200 ? .dataError : .unavailable), "\(e)")
+                #expect(e.caseName == (bad.status == 200 ? "feedInvalid" : "feedUnreachable"), "\(e)")
             }
             #expect(h.snapshot == before)
         }
@@ -183,7 +186,7 @@ final class FetchHarness: @unchecked Sendable {
             _ = try h.fetch { $0.transfer.retries = 0 }
             Issue.record("expected failure")
         } catch let e as AdCacheError {
-            #expect(e.code == .unavailable)
+            #expect(e.caseName == "feedUnreachable")
             #expect(e.message.contains("could not connect"))
         }
     }
@@ -194,7 +197,7 @@ final class FetchHarness: @unchecked Sendable {
         h.put("/b.jpg", Media.jpeg())
         h.feed(#"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.jpg"}]"#)
         let report = try h.fetch()
-        #expect(report.exitCode == ExitCode.tempFail.rawValue)
+        #expect(!report.isComplete)
         #expect(report.summary == "2 ads: 1 ready (1 downloaded), 1 failed")
         #expect(report.ads[0].error?.contains("not an image or video") == true)
         let a = try #require(try h.index().ads.first { $0.id == "a" })
@@ -272,7 +275,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(FileIO.list(h.store.assetsDirectory).isEmpty)
         #expect(try h.index().ads[0].state == .failed)
         // The partial file is kept for resuming.
-        let partial = h.store.partialDirectory + "/" + SHA256Hasher.hex(h.server.url("/v.mp4")) + ".part"
+        let partial = h.store.partialDirectory + "/" + (try SHA256Hasher.hex(h.server.url("/v.mp4"))) + ".part"
         #expect(FileIO.size(partial) == 15_000)
 
         h.setOverride { r in r.path == "/v.mp4" ? .file(body, for: r, etag: "\"v1\"") : nil }
@@ -306,7 +309,7 @@ final class FetchHarness: @unchecked Sendable {
     @Test func serverThatIgnoresRangeOrAnswers416StartsOver() throws {
         let h = try FetchHarness()
         let body = Media.jpeg(20_000)
-        let partialName = SHA256Hasher.hex(h.server.url("/a.jpg")) + ".part"
+        let partialName = try SHA256Hasher.hex(h.server.url("/a.jpg")) + ".part"
         for answer in ["ignore", "416"] {
             h.setOverride { r in
                 guard r.path == "/a.jpg" else { return nil }
@@ -444,7 +447,7 @@ final class FetchHarness: @unchecked Sendable {
         }
         h.feed(#"[{"id":"fast","url":"fast.jpg"},{"id":"slow","url":"slow.mp4"}]"#)
         let report = try h.fetch { $0.transfer.deadline = monotonicNow() + 1.2 }
-        #expect(report.exitCode == ExitCode.tempFail.rawValue)
+        #expect(!report.isComplete)
         #expect(report.ads.map(\.outcome) == [.downloaded, .pending])
         let index = try h.index()
         #expect(index.ads.map(\.state) == [.ready, .pending])
@@ -460,7 +463,7 @@ final class FetchHarness: @unchecked Sendable {
         let report = try h.fetch()
         #expect(report.ads.map(\.outcome) == [.expired, .downloaded])
         #expect(h.server.requests(to: "/old.jpg").isEmpty)
-        #expect(report.exitCode == 0)
+        #expect(report.isComplete)
     }
 
     @Test func twoAdsWithOneURLShareOneFileAndOneRequest() throws {
@@ -519,7 +522,7 @@ final class FetchHarness: @unchecked Sendable {
             _ = try h.fetch { $0.feed = nil }
             Issue.record("expected a usage error")
         } catch let e as AdCacheError {
-            #expect(e.code == .usage)
+            #expect(e == .invalidRequest("no FEED given and no earlier successful fetch to repeat"))
         }
         h.put("/a.jpg", Media.jpeg())
         h.feed(#"[{"id":"a","url":"a.jpg"}]"#)

@@ -31,11 +31,8 @@ import TestSupport
         func allThere() -> Bool { paths.allSatisfy { FileIO.exists($0) } }
     }
 
-    func prune(_ f: CacheFixture, maxSize: Int64? = 0, warn: @escaping WarningSink = { _ in }) throws -> PruneReport {
-        var o = PruneOptions()
-        o.at = now
-        o.maxSize = maxSize
-        return try Pruner(store: f.store, warn: warn).run(o)
+    func prune(_ f: CacheFixture, maxSize: Int64? = 0, warn: @escaping @Sendable (Diagnostic) -> Void = { _ in }) throws -> PruneReport {
+        try f.cache(at: now, warn: warn).prune(PruneOptions(maxSize: maxSize))
     }
 
     @Test func fileNamesThatAreNotAssetsAreNeverDeleted() throws {
@@ -55,10 +52,10 @@ import TestSupport
             }
         }
         try f.save(records)
-        var warnings: [String] = []
-        _ = try prune(f, warn: { warnings.append($0) })
+        let warnings = Collected()
+        _ = try prune(f, warn: warnings.add)
         #expect(victims.allThere())
-        #expect(warnings.contains { $0.contains("ad 'evicted-0' loses its file: its file name is not an asset's") })
+        #expect(warnings.messages.contains { $0.contains("ad 'evicted-0' loses its file: its file name is not an asset's") })
         // The records keep their counts (only the file is lost).
         let after = try f.index()
         #expect(after.ads.contains { $0.id == "evicted-0" && $0.shows == 2 && $0.file == nil && $0.state == .pending })
@@ -73,15 +70,13 @@ import TestSupport
         let hostile = f.ready("hostile", priority: 10) { $0.file = "../victim"; $0.bytes = size }
         let good = f.ready("good")
         try f.save([hostile, good])
-        var warnings: [String] = []
-        var o = NextOptions()
-        o.at = now
-        let choice = try Selector(store: f.store, warn: { warnings.append($0) }).next(o)
-        #expect(choice?.record.id == "good")
-        #expect(warnings == ["index.json: ad 'hostile' loses its file: its file name is not an asset's (<64 hex digits>.<ext>)"])
+        let warnings = Collected()
+        let choice = try f.cache(at: now, warn: warnings.add).shown()
+        #expect(choice?.id == "good")
+        #expect(warnings.messages == ["index.json: ad 'hostile' loses its file: its file name is not an asset's (<64 hex digits>.<ext>)"])
         let listed = try f.store.listing(at: now, warn: { _ in })
-        #expect(listed.first { $0.record.id == "hostile" }?.path == nil)
-        #expect(listed.first { $0.record.id == "hostile" }?.state == .pending)
+        #expect(listed.first { $0.id == "hostile" }?.path == nil)
+        #expect(listed.first { $0.id == "hostile" }?.state == .pending)
     }
 
     @Test(arguments: [
@@ -123,7 +118,7 @@ import TestSupport
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(text.utf8))
 
         var warnings: [String] = []
-        let index = try f.store.load { warnings.append($0) }
+        let index = try f.store.load { warnings.append($0.message) }
         #expect(index.ads.map(\.id) == ["good"])
         #expect(index.ads.first?.shows == 4)
         #expect(warnings.count == 1)
@@ -132,11 +127,9 @@ import TestSupport
         #expect(FileIO.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt") }.isEmpty)
 
         // A command that only reads repairs nothing on disk; one that writes keeps the rest.
-        var peek = NextOptions(); peek.at = now; peek.peek = true
-        _ = try Selector(store: f.store, warn: { _ in }).next(peek)
+        _ = try f.cache(at: now).shown(NextOptions(peek: true))
         #expect(try String(contentsOfFile: f.store.indexPath, encoding: .utf8) == text)
-        var o = NextOptions(); o.at = now
-        #expect(try Selector(store: f.store, warn: { _ in }).next(o)?.record.id == "good")
+        #expect(try f.cache(at: now).shown()?.id == "good")
         #expect(try f.index().ads.map(\.shows) == [5])
     }
 
@@ -149,10 +142,9 @@ import TestSupport
         text = text.replacingOccurrences(of: "\"showSeq\": 0", with: "\"showSeq\": 9223372036854775807")
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(text.utf8))
         var warnings: [String] = []
-        #expect(try f.store.load { warnings.append($0) }.showSeq == 7)
+        #expect(try f.store.load { warnings.append($0.message) }.showSeq == 7)
         #expect(warnings.count == 1)
-        var o = NextOptions(); o.at = now
-        #expect(try Selector(store: f.store, warn: { _ in }).next(o)?.record.id == "b")
+        #expect(try f.cache(at: now).shown()?.id == "b")
         #expect(try f.index().showSeq == 8)
     }
 
@@ -227,20 +219,18 @@ import TestSupport
             FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(bytes))
 
             var outcome: [String] = []
-            var warnings: [String] = []
-            let warn: WarningSink = { warnings.append($0) }
+            let collected = Collected()
+            let cache = f.cache(at: now, warn: collected.add)
             do {
-                let entries = try f.store.listing(at: now, warn: warn)
-                _ = JSONOut.array(entries.map(\.json)).render(indent: 2)
-                var o = NextOptions(); o.at = now; o.peek = true
-                _ = try Selector(store: f.store, warn: warn).next(o).map { $0.json.render(indent: 0) }
-                o.peek = false
-                _ = try Selector(store: f.store, warn: warn).next(o)
-                _ = try prune(f, maxSize: Int64(rng.next() % 3) * 100, warn: warn)
+                _ = ListedAd.json(try cache.list())
+                _ = try cache.shown(NextOptions(peek: true))?.json
+                _ = try cache.shown()
+                _ = try cache.prune(PruneOptions(maxSize: Int64(rng.next() % 3) * 100))
                 outcome.append("ok")
             } catch let e as AdCacheError {
-                outcome.append("exit \(e.code.rawValue)")
+                outcome.append(e.caseName)
             }
+            let warnings = collected.messages
             if warnings.contains(where: { $0.contains("moved it aside") }) { outcome.append("moved aside") }
             if warnings.contains(where: { $0.hasPrefix("index.json: dropped") || $0.contains("loses its file") }) { outcome.append("repaired") }
             outcomes[outcome.joined(separator: ", "), default: 0] += 1

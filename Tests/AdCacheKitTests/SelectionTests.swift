@@ -23,7 +23,7 @@ struct CacheFixture {
         ad.type = .image
         var r = AdRecord(ad: ad)
         r.state = .ready
-        r.file = SHA256Hasher.hex(r.url) + ".jpg"
+        r.file = try! SHA256Hasher.hex(r.url) + ".jpg"
         r.bytes = Int64(bytes)
         FileManager.default.createFile(atPath: store.assetPath(r.file!), contents: Data(Media.jpeg(bytes)))
         configure(&r)
@@ -37,15 +37,39 @@ struct CacheFixture {
     }
 
     func index() throws -> CacheIndex { try store.load(warn: { _ in }) }
+
+    /// The facade on this cache, its clock stopped at `t`.
+    func cache(at t: Double, warn: @escaping @Sendable (Diagnostic) -> Void = { _ in }) -> AdCache {
+        AdCache(.init(directory: store.directory, clock: { Date(timeIntervalSince1970: t) }, diagnostics: warn))
+    }
+}
+
+extension AdCache {
+    /// The ad `next` shows, or nil for either kind of nothing.
+    func shown(_ options: NextOptions = NextOptions()) throws -> ShownAd? {
+        if case .show(let ad) = try next(options) { return ad }
+        return nil
+    }
+}
+
+extension AdCacheError {
+    /// The case's name (`busy`, `feedInvalid`…), to compare kinds without messages.
+    var caseName: String { Mirror(reflecting: self).children.first?.label ?? "\(self)" }
+}
+
+/// Diagnostics collected from any thread.
+final class Collected: @unchecked Sendable {
+    private var items: [Diagnostic] = []
+    private let lock = NSLock()
+    func add(_ d: Diagnostic) { lock.lock(); items.append(d); lock.unlock() }
+    var messages: [String] { lock.lock(); defer { lock.unlock() }; return items.map(\.message) }
 }
 
 @Suite struct SelectionTests {
     let now = 1_803_859_200.0
 
     func pick(_ f: CacheFixture, _ options: NextOptions = NextOptions(), at t: Double? = nil) throws -> String? {
-        var o = options
-        o.at = t ?? now
-        return try Selector(store: f.store, warn: { _ in }).next(o)?.record.id
+        try f.cache(at: t ?? now).shown(options)?.id
     }
 
     @Test func highestPriorityWins() throws {
@@ -74,10 +98,10 @@ struct CacheFixture {
         let f = try CacheFixture(); defer { f.remove() }
         try f.save([f.ready("a") { $0.maxShows = 2 }])
         var peek = NextOptions(); peek.peek = true
-        let peeked = try #require(try Selector(store: f.store, warn: { _ in }).next({ var o = peek; o.at = now; return o }()))
+        let peeked = try #require(try f.cache(at: now).shown(peek))
         #expect(peeked.remainingShows == 2)
         #expect(try f.index().ads[0].shows == 0)
-        let shown = try #require(try Selector(store: f.store, warn: { _ in }).next({ var o = NextOptions(); o.at = now; return o }()))
+        let shown = try #require(try f.cache(at: now).shown())
         #expect(shown.remainingShows == 1)
         #expect(try f.index().ads[0].shows == 1)
         #expect(try f.index().ads[0].lastShown == now)
@@ -170,7 +194,7 @@ struct CacheFixture {
     @Test func emptyOrAbsentCacheHasNothingToShow() throws {
         let dir = TempDir(); defer { dir.remove() }
         let store = CacheStore(directory: dir.path + "/none")
-        #expect(try Selector(store: store, warn: { _ in }).next(NextOptions()) == nil)
+        #expect(try AdCache(.init(directory: store.directory)).shown() == nil)
         #expect(!FileIO.exists(dir.path + "/none"))   // next creates nothing
     }
 
@@ -186,7 +210,7 @@ struct CacheFixture {
             f.ready("failed") { $0.state = .failed; $0.file = nil; $0.error = "HTTP 404" },
         ])
         let entries = try f.store.listing(at: now, warn: { _ in })
-        #expect(entries.map(\.state.rawValue) == entries.map(\.record.id))
-        #expect(entries.last?.json.render().contains(#""error":"HTTP 404""#) == true)
+        #expect(entries.map(\.state.rawValue) == entries.map(\.id))
+        #expect(ListedAd.json(entries).contains(#""error": "HTTP 404""#))
     }
 }

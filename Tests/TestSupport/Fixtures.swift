@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import AdCacheKit
+@testable import AdCacheKit
 import AdCacheCLI
 
 /// A fresh temporary directory; `remove()` it in a `defer`.
@@ -64,7 +64,7 @@ public enum Media {
     }
 
     public static func sha256(_ bytes: [UInt8]) -> String {
-        let h = SHA256Hasher()
+        guard let h = try? SHA256Hasher() else { return "libcrypto missing" }
         h.update(bytes)
         return h.finalizeHex()
     }

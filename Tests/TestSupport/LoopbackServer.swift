@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import AdCacheKit
+@testable import AdCacheKit
 
 /// A small HTTP/1.1 server on 127.0.0.1 for the tests: it binds port 0, reads the port back
 /// with `getsockname`, logs every request, and answers through a handler that can produce

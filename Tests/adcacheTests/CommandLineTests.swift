@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
-import AdCacheKit
+@testable import AdCacheKit
 
 /// The package root, to reach Examples/ and man/.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path

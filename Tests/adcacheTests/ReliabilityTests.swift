@@ -64,7 +64,7 @@ import TestSupport
     func checkInvariants(_ cache: String, _ assets: SlowAssets, _ context: String) throws {
         let store = CacheStore(directory: cache)
         var warnings: [String] = []
-        let index = try store.load { warnings.append($0) }
+        let index = try store.load { warnings.append($0.message) }
         #expect(warnings.isEmpty, "\(context): \(warnings)")
         // A crash between moving a new version into assets/ and committing leaves a file the
         // record does not describe: it must count as missing (never shown), not as ready.

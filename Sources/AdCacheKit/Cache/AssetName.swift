@@ -4,8 +4,8 @@
 /// outside the cache (`../../etc/passwd`), nor a file of the cache that is not an asset.
 enum AssetName {
     /// The name a downloaded asset of `url` takes.
-    static func make(url: String, format: MediaFormat) -> String {
-        SHA256Hasher.hex(url) + "." + format.fileExtension
+    static func make(url: String, format: MediaFormat) throws -> String {
+        try SHA256Hasher.hex(url) + "." + format.fileExtension
     }
 
     /// True for `<64 lowercase hex>[-<1–16 of [0-9a-z]>].<1–8 of [0-9a-z]>` and nothing else.

@@ -2,50 +2,50 @@ import Foundation
 
 /// The cache directory: where each file lives, the index's atomic load and save, and the
 /// locks that keep concurrent runs safe (SPEC §3, §6).
-public final class CacheStore {
-    public let directory: String
-    public var indexPath: String { directory + "/index.json" }
-    public var assetsDirectory: String { directory + "/assets" }
-    public var partialDirectory: String { directory + "/partial" }
+final class CacheStore {
+    let directory: String
+    var indexPath: String { directory + "/index.json" }
+    var assetsDirectory: String { directory + "/assets" }
+    var partialDirectory: String { directory + "/partial" }
     /// Held for short, network-free read-modify-write sections of the index.
-    public var indexLockPath: String { directory + "/index.lock" }
+    var indexLockPath: String { directory + "/index.lock" }
     /// Held by a running `fetch` for its whole run.
-    public var fetchLockPath: String { directory + "/fetch.lock" }
+    var fetchLockPath: String { directory + "/fetch.lock" }
 
     /// How long `next` and the other commands wait for the index lock (SPEC §6).
-    public var lockTimeout: Double = 1
+    var lockTimeout: Double = 1
 
-    public init(directory: String) {
+    init(directory: String) {
         self.directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
     }
 
     /// `$ADCACHE_DIR`, else `$XDG_CACHE_HOME/adcache`, else `~/.cache/adcache`.
-    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let d = environment["ADCACHE_DIR"], !d.isEmpty { return absolute(d) }
         if let x = environment["XDG_CACHE_HOME"], !x.isEmpty { return absolute(x) + "/adcache" }
         let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
         return home + "/.cache/adcache"
     }
 
-    public static func absolute(_ path: String) -> String {
+    static func absolute(_ path: String) -> String {
         if path.hasPrefix("/") { return path }
         let cwd = FileManager.default.currentDirectoryPath
         return (cwd as NSString).appendingPathComponent(path)
     }
 
-    public func assetPath(_ file: String) -> String { assetsDirectory + "/" + file }
+    func assetPath(_ file: String) -> String { assetsDirectory + "/" + file }
 
     /// Creates the directory and its folders (exit 73 when it cannot).
-    public func prepare() throws {
+    func prepare() throws {
         try FileIO.makeDirectory(directory)
         try FileIO.makeDirectory(assetsDirectory)
         try FileIO.makeDirectory(partialDirectory)
         guard access(directory, W_OK) == 0 else {
-            throw AdCacheError.cantCreate("cannot write to the cache directory \(directory): \(FileIO.errnoText())")
+            throw AdCacheError.cacheUnwritable("cannot write to the cache directory \(directory): \(FileIO.errnoText())")
         }
     }
 
-    public var exists: Bool { FileIO.exists(directory) }
+    var exists: Bool { FileIO.exists(directory) }
 
     // MARK: The index
 
@@ -54,7 +54,7 @@ public final class CacheStore {
     /// under the lock, with a warning, and an empty index is returned. Records that cannot be
     /// trusted are left out of what is returned, each with a warning (SPEC §6); the file
     /// itself is only rewritten by a command that changes the index anyway.
-    public func load(warn: WarningSink) throws -> CacheIndex {
+    func load(warn: WarningSink) throws -> CacheIndex {
         switch try read() {
         case .success(let decoded): return decoded.index(warn: warn)
         case .failure:
@@ -73,7 +73,7 @@ public final class CacheStore {
                 throw AdCacheError.io("index.json cannot be read (\(reason)) nor moved aside: \(FileIO.errnoText())")
             }
             FileIO.syncDirectory(directory)
-            warn("index.json could not be read (\(reason)); moved it aside to \(aside); the next fetch rebuilds it")
+            warn(Diagnostic(.index, "index.json could not be read (\(reason)); moved it aside to \(aside); the next fetch rebuilds it"))
             return CacheIndex()
         }
     }
@@ -104,12 +104,12 @@ public final class CacheStore {
     }
 
     /// Replaces index.json atomically (temporary, fsync, rename, fsync of the directory).
-    public func save(_ index: CacheIndex) throws {
+    func save(_ index: CacheIndex) throws {
         try FileIO.writeAtomically(IndexCoder.encode(index), to: indexPath)
     }
 
     /// Runs `body` holding the index lock, waiting at most `lockTimeout` for it (exit 75).
-    public func withIndexLock<T>(_ body: () throws -> T) throws -> T {
+    func withIndexLock<T>(_ body: () throws -> T) throws -> T {
         let lock = FileLock(path: indexLockPath)
         guard try lock.lock(timeout: lockTimeout) else {
             throw AdCacheError.busy("the cache is busy (index.lock is held); try again")
@@ -119,7 +119,7 @@ public final class CacheStore {
     }
 
     /// Read-modify-write of the index under its lock; writes only when `body` changed it.
-    public func update<T>(warn: WarningSink, _ body: (inout CacheIndex) throws -> T) throws -> T {
+    func update<T>(warn: WarningSink, _ body: (inout CacheIndex) throws -> T) throws -> T {
         try withIndexLock {
             var index = try loadLocked(warn: warn)
             let before = index
@@ -130,7 +130,7 @@ public final class CacheStore {
     }
 
     /// Takes the fetch lock for a whole run, or says who holds it (exit 75).
-    public func acquireFetchLock() throws -> FileLock {
+    func acquireFetchLock() throws -> FileLock {
         let lock = FileLock(path: fetchLockPath)
         guard try lock.tryLock() else {
             let who = lock.owner().map { " (pid \($0))" } ?? ""
@@ -141,7 +141,7 @@ public final class CacheStore {
     }
 
     /// True when a fetch holds its lock now.
-    public func fetchIsRunning() -> Bool {
+    func fetchIsRunning() -> Bool {
         guard FileIO.exists(fetchLockPath) else { return false }
         let lock = FileLock(path: fetchLockPath)
         guard let free = try? lock.tryLock() else { return false }
@@ -156,12 +156,16 @@ enum IndexCoder {
     /// An index as read, with what had to be left out or repaired to trust it.
     struct Decoded {
         var index: CacheIndex
-        var repairs: [String] = []
+        var repairs: [Diagnostic] = []
 
         /// The index, each repair said once as a warning.
         func index(warn: WarningSink) -> CacheIndex {
-            for r in repairs { warn("index.json: \(r)") }
+            for r in repairs { warn(r) }
             return index
+        }
+
+        mutating func repair(_ ad: String?, _ text: String) {
+            repairs.append(Diagnostic(.index, ad: ad, "index.json: " + text))
         }
     }
 
@@ -185,11 +189,11 @@ enum IndexCoder {
                     try s.array { s in
                         var record = try AdRecord.Decoded(&s)
                         if let fault = record.fault {
-                            decoded.repairs.append("dropped the record of \(record.name): \(fault)")
+                            decoded.repair(record.record.id, "dropped the record of \(record.name): \(fault)")
                             return
                         }
                         if let fault = record.fileFault {
-                            decoded.repairs.append("\(record.name) loses its file: \(fault)")
+                            decoded.repair(record.record.id, "\(record.name) loses its file: \(fault)")
                             record.record.forgetFile()
                             if record.record.state == .ready { record.record.state = .pending }
                         }
@@ -207,11 +211,11 @@ enum IndexCoder {
                 decoded.index.showSeq = seq
             } else {
                 decoded.index.showSeq = highest
-                if showSeq != nil { decoded.repairs.append("the show counter was out of range; restarted it at \(highest)") }
+                if showSeq != nil { decoded.repair(nil, "the show counter was out of range; restarted it at \(highest)") }
             }
             if let t = decoded.index.lastShown, !Time.isSupported(t) {
                 decoded.index.lastShown = nil
-                decoded.repairs.append("the time of the last show was out of range; forgot it")
+                decoded.repair(nil, "the time of the last show was out of range; forgot it")
             }
             return decoded
         }
@@ -405,5 +409,26 @@ extension Optional {
     func orThrow(_ e: @autoclosure () -> Error) throws -> Wrapped {
         guard let v = self else { throw e() }
         return v
+    }
+}
+
+extension CacheStore {
+    /// `adcache clear`: every ad and file goes; the directory stays. Returns the number of
+    /// files removed.
+    func clear() throws -> Int {
+        guard exists else { return 0 }
+        let fetchLock = try acquireFetchLock()
+        defer { fetchLock.unlock() }
+        return try withIndexLock {
+            var count = 0
+            for dir in [assetsDirectory, partialDirectory] {
+                for name in FileIO.list(dir) where FileIO.remove(dir + "/" + name) { count += 1 }
+            }
+            for name in FileIO.list(directory) where name == "index.json" || name.hasPrefix("index.json.") {
+                FileIO.remove(directory + "/" + name)
+            }
+            FileIO.syncDirectory(directory)
+            return count
+        }
     }
 }

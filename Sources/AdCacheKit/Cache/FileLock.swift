@@ -5,11 +5,11 @@ import Darwin
 #endif
 
 /// An advisory `flock` on a file, released on close. Not shared between threads.
-public final class FileLock {
-    public let path: String
+final class FileLock {
+    let path: String
     private var fd: Int32 = -1
 
-    public init(path: String) {
+    init(path: String) {
         self.path = path
     }
 
@@ -22,7 +22,7 @@ public final class FileLock {
     }
 
     /// Takes the lock if it is free; false when another process holds it.
-    public func tryLock() throws -> Bool {
+    func tryLock() throws -> Bool {
         try openFile()
         while true {
             if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
@@ -33,7 +33,7 @@ public final class FileLock {
     }
 
     /// Waits up to `timeout` seconds for the lock; false when it is still held then.
-    public func lock(timeout: Double) throws -> Bool {
+    func lock(timeout: Double) throws -> Bool {
         let deadline = monotonicNow() + timeout
         var pause: useconds_t = 1000
         while true {
@@ -44,7 +44,7 @@ public final class FileLock {
         }
     }
 
-    public func unlock() {
+    func unlock() {
         guard fd >= 0 else { return }
         flock(fd, LOCK_UN)
         close(fd)
@@ -52,7 +52,7 @@ public final class FileLock {
     }
 
     /// Records our PID in the lock file (for "another fetch is running (pid N)").
-    public func writeOwner() {
+    func writeOwner() {
         guard fd >= 0 else { return }
         let text = Array("\(getpid())\n".utf8)
         ftruncate(fd, 0)
@@ -60,14 +60,14 @@ public final class FileLock {
     }
 
     /// The PID the holder wrote, if any.
-    public func owner() -> Int32? {
+    func owner() -> Int32? {
         guard let bytes = try? FileIO.read(path, limit: 64) else { return nil }
         return Int32(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 
 /// Seconds on a clock that never jumps (for timeouts, not for dates).
-public func monotonicNow() -> Double {
+func monotonicNow() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9

@@ -1,6 +1,6 @@
 /// What the index remembers of an ad between runs. `list` derives the states a person sees
 /// (scheduled, expired, exhausted, missing) from these and the clock.
-public enum StoredState: String, Codable, Sendable {
+enum StoredState: String, Codable, Sendable {
     /// Known from the feed, asset not (yet) downloaded.
     case pending
     /// Asset downloaded, validated and in `assets/`.
@@ -12,44 +12,44 @@ public enum StoredState: String, Codable, Sendable {
 }
 
 /// One ad in `index.json`. Field names are documented in the man page (FILES).
-public struct AdRecord: Equatable, Sendable {
-    public var id: String
-    public var url: String
-    public var type: AdType?
-    public var placement: String
-    public var state: StoredState
+struct AdRecord: Equatable, Sendable {
+    var id: String
+    var url: String
+    var type: AdType?
+    var placement: String
+    var state: StoredState
     /// The file's name in `assets/` once downloaded.
-    public var file: String?
-    public var bytes: Int64?
+    var file: String?
+    var bytes: Int64?
     /// The file's modification time (nanoseconds) when it was committed: with `bytes`, it
     /// tells that the file in `assets/` is still the one this record describes.
-    public var fileMtime: Int64?
+    var fileMtime: Int64?
     /// The feed's `sha256`, when it gave one.
-    public var sha256: String?
+    var sha256: String?
     /// The SHA-256 of the cached file, computed while it was downloaded.
-    public var fileSha256: String?
-    public var etag: String?
-    public var lastModified: String?
-    public var start: Double?
-    public var expires: Double?
-    public var maxShows: Int64?
-    public var maxShowsPerDay: Int64?
-    public var minInterval: Int64?
-    public var duration: Int
-    public var priority: Int64
-    public var clickUrl: String?
-    public var meta: JSONValue?
+    var fileSha256: String?
+    var etag: String?
+    var lastModified: String?
+    var start: Double?
+    var expires: Double?
+    var maxShows: Int64?
+    var maxShowsPerDay: Int64?
+    var minInterval: Int64?
+    var duration: Int
+    var priority: Int64
+    var clickUrl: String?
+    var meta: JSONValue?
     /// Shows recorded so far: they follow the id across fetches.
-    public var shows: Int64
-    public var lastShown: Double?
+    var shows: Int64
+    var lastShown: Double?
     /// The index's show counter at the last show: orders shows within one second.
-    public var lastShowSeq: Int64?
+    var lastShowSeq: Int64?
     /// The local day (days since 1970-01-01) `showsOnDay` counts.
-    public var showDay: Int?
-    public var showsOnDay: Int64?
-    public var error: String?
+    var showDay: Int?
+    var showsOnDay: Int64?
+    var error: String?
 
-    public init(ad: FeedAd) {
+    init(ad: FeedAd) {
         id = ad.id
         url = ad.url
         type = ad.type
@@ -62,7 +62,7 @@ public struct AdRecord: Equatable, Sendable {
     }
 
     /// Takes the feed's fields, keeping what the cache knows (shows, file, validators).
-    public mutating func apply(_ ad: FeedAd) {
+    mutating func apply(_ ad: FeedAd) {
         if url != ad.url {
             // A new asset for the campaign: the old file and validators no longer describe it.
             url = ad.url
@@ -96,25 +96,25 @@ public struct AdRecord: Equatable, Sendable {
     }
 
     /// Shows left; nil is unlimited.
-    public var remainingShows: Int64? {
+    var remainingShows: Int64? {
         maxShows.map { max(0, $0 - shows) }
     }
 
-    public func showsOn(day: Int) -> Int64 {
+    func showsOn(day: Int) -> Int64 {
         showDay == day ? (showsOnDay ?? 0) : 0
     }
 }
 
 /// Where the feed came from, for `fetch` with no FEED and for its conditional request.
-public struct FeedSource: Equatable, Sendable {
+struct FeedSource: Equatable, Sendable {
     /// As given on the command line (not after redirects).
-    public var url: String
-    public var finalUrl: String?
-    public var etag: String?
-    public var lastModified: String?
-    public var fetchedAt: Double?
+    var url: String
+    var finalUrl: String?
+    var etag: String?
+    var lastModified: String?
+    var fetchedAt: Double?
 
-    public init(url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil) {
+    init(url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil) {
         self.url = url
         self.finalUrl = finalUrl
         self.etag = etag
@@ -124,16 +124,16 @@ public struct FeedSource: Equatable, Sendable {
 }
 
 /// `index.json`.
-public struct CacheIndex: Equatable, Sendable {
-    public var version: Int = CacheIndex.currentVersion
-    public var feed: FeedSource?
+struct CacheIndex: Equatable, Sendable {
+    var version: Int = CacheIndex.currentVersion
+    var feed: FeedSource?
     /// Counts every recorded show; orders shows within the same second.
-    public var showSeq: Int64 = 0
+    var showSeq: Int64 = 0
     /// The last show of any ad (for `next --cooldown`).
-    public var lastShown: Double?
-    public var ads: [AdRecord] = []
+    var lastShown: Double?
+    var ads: [AdRecord] = []
 
-    public static let currentVersion = 1
+    static let currentVersion = 1
 
-    public init() {}
+    init() {}
 }

@@ -1,16 +1,8 @@
 import Foundation
 
 /// `adcache prune`: delete what can no longer be shown, then evict to a size budget.
-public struct PruneOptions: Sendable {
-    public var maxSize: Int64?
-    public var dryRun = false
-    public var at: Double?
-
-    public init() {}
-}
-
-public struct PruneReport: Codable, Sendable {
-    public struct Removed: Codable, Sendable {
+public struct PruneReport: Sendable {
+    public struct Removed: Sendable {
         /// The ad's id; nil for a file no ad names (an orphan or a stale partial download).
         public var id: String?
         /// expired, exhausted, withdrawn, evicted, orphan, partial, temporary.
@@ -24,21 +16,32 @@ public struct PruneReport: Codable, Sendable {
     public var dryRun: Bool
     /// Bytes in `assets/` afterwards.
     public var bytesKept: Int64 = 0
+
+    /// The `prune --json` report.
+    public var json: String {
+        JSONOut.object([
+            ("dryRun", .bool(dryRun)),
+            ("removed", .array(removed.map { r in
+                .object([("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)), ("bytes", .int(r.bytes))])
+            })),
+            ("bytesFreed", .int(bytesFreed)),
+            ("bytesKept", .int(bytesKept)),
+        ]).render(indent: 2)
+    }
 }
 
-public final class Pruner {
+final class Pruner {
     let store: CacheStore
     let warn: WarningSink
 
-    public init(store: CacheStore, warn: @escaping WarningSink) {
+    init(store: CacheStore, warn: @escaping WarningSink) {
         self.store = store
         self.warn = warn
     }
 
-    public func run(_ options: PruneOptions) throws -> PruneReport {
+    func run(_ options: PruneOptions, at t: Double) throws -> PruneReport {
         var report = PruneReport(dryRun: options.dryRun)
         guard store.exists else { return report }
-        let t = options.at ?? Date().timeIntervalSince1970
         // A running fetch may have moved a finished download into assets/ that it has not
         // committed yet, and owns the files in partial/: leave both alone while it runs.
         let fetchRunning = store.fetchIsRunning()
@@ -122,7 +125,7 @@ public final class Pruner {
             // 4. Partial downloads no fetch will resume, and temporaries of dead writers
             //    (index writes happen under the index lock, which we hold).
             if !fetchRunning {
-                let wanted = Set(kept.filter { $0.file == nil }.map { SHA256Hasher.hex($0.url) })
+                let wanted = Set(try kept.filter { $0.file == nil }.map { try SHA256Hasher.hex($0.url) })
                 for name in FileIO.list(self.store.partialDirectory) {
                     let hash = String(name.prefix(64))
                     guard !wanted.contains(hash) else { continue }
@@ -156,20 +159,3 @@ public final class Pruner {
     }
 }
 
-/// `adcache clear`: every ad and file goes; the directory stays.
-public func clearCache(_ store: CacheStore, warn: WarningSink) throws -> Int {
-    guard store.exists else { return 0 }
-    let fetchLock = try store.acquireFetchLock()
-    defer { fetchLock.unlock() }
-    return try store.withIndexLock {
-        var count = 0
-        for dir in [store.assetsDirectory, store.partialDirectory] {
-            for name in FileIO.list(dir) where FileIO.remove(dir + "/" + name) { count += 1 }
-        }
-        for name in FileIO.list(store.directory) where name == "index.json" || name.hasPrefix("index.json.") {
-            FileIO.remove(store.directory + "/" + name)
-        }
-        FileIO.syncDirectory(store.directory)
-        return count
-    }
-}

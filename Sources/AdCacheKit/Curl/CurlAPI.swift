@@ -44,15 +44,15 @@ struct CurlAPI: @unchecked Sendable {
             do {
                 let api = try CurlAPI(lib)
                 let globalInit: @convention(c) (Int) -> CURLcode = try symbol(lib, "curl_global_init")
-                guard globalInit(Int(CURL_GLOBAL_ALL)) == CURLE_OK else { return .failure(.init(.software, "curl_global_init failed")) }
+                guard globalInit(Int(CURL_GLOBAL_ALL)) == CURLE_OK else { return .failure(.libraryMissing("curl_global_init failed")) }
                 return .success(api)
             } catch let e as AdCacheError {
                 return .failure(e)
             } catch {
-                return .failure(.init(.software, "\(error)"))
+                return .failure(.libraryMissing("\(error)"))
             }
         }
-        return .failure(AdCacheError(.software, "cannot load libcurl (\(libraryNames[0])): \(lastError); install libcurl4"))
+        return .failure(.libraryMissing("cannot load libcurl (\(libraryNames[0])): \(lastError); install libcurl4"))
     }()
 
     private init(_ lib: UnsafeMutableRawPointer) throws {
@@ -76,7 +76,7 @@ struct CurlAPI: @unchecked Sendable {
 
     private static func raw(_ lib: UnsafeMutableRawPointer, _ name: String) throws -> UnsafeMutableRawPointer {
         guard let p = dlsym(lib, name) else {
-            throw AdCacheError(.software, "libcurl lacks \(name) (version 7.85 or later is needed)")
+            throw AdCacheError.libraryMissing("libcurl lacks \(name) (version 7.85 or later is needed)")
         }
         return p
     }
@@ -93,11 +93,11 @@ struct CurlAPI: @unchecked Sendable {
 }
 
 /// The default User-Agent: `adcache/<version> libcurl/<version>`.
-public func defaultUserAgent() -> String {
+func defaultUserAgent() -> String {
     let curl = (try? CurlAPI.shared.get())?.version ?? "unknown"
     return "adcache/\(AdCacheVersion.string) libcurl/\(curl)"
 }
 
-public enum AdCacheVersion {
-    public static let string = "0.1.0"
+enum AdCacheVersion {
+    static let string = "0.1.0"
 }

@@ -61,7 +61,7 @@ final class EasyTransfer {
         set(CURLOPT_SSL_VERIFYPEER, 1)
         set(CURLOPT_SSL_VERIFYHOST, 2)
         if let ca = s.caFile { set(CURLOPT_CAINFO, ca) }
-        set(CURLOPT_USERAGENT, s.userAgent)
+        set(CURLOPT_USERAGENT, s.userAgent ?? defaultUserAgent())
         set(CURLOPT_TIMEOUT_MS, Int(s.timeout * 1000))
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(s.timeout, 30) * 1000))
         set(CURLOPT_LOW_SPEED_LIMIT, s.stallBytesPerSecond)
@@ -170,13 +170,12 @@ final class EasyTransfer {
             }
             response.resumed = true
             fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
-            let h = SHA256Hasher()
-            try? FileIO.forEachBlock(ofFile: path) { h.update($0) }
-            hasher = h
+            hasher = newHasher()
+            try? FileIO.forEachBlock(ofFile: path) { hasher?.update($0) }
             response.fileHead = FileIO.head(path, count: 16)
         } else {
             fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            hasher = SHA256Hasher()
+            hasher = newHasher()
             // Remember which version this file holds, so an interruption can resume it.
             FileIO.remove(validatorPath)
             if let v = resumeValidator() {
@@ -189,6 +188,17 @@ final class EasyTransfer {
             return false
         }
         return true
+    }
+
+    /// A hasher, or the transfer fails saying why (the fetch loads libcrypto before any
+    /// transfer starts, so this only fails if that check was skipped).
+    private func newHasher() -> SHA256Hasher? {
+        do {
+            return try SHA256Hasher()
+        } catch {
+            failure = .other("\(error)")
+            return nil
+        }
     }
 
     /// A validator `If-Range` accepts: a strong ETag, else Last-Modified.
@@ -228,7 +238,7 @@ final class EasyTransfer {
                 // An empty body: the file was never opened; make it exist, empty.
                 let f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
                 if f >= 0 { close(f) }
-                hasher = SHA256Hasher()
+                hasher = newHasher()
             }
             response.fileBytes = (response.resumed ? resumeOffset : 0) + response.bytesReceived
             response.fileSha256 = hasher?.finalizeHex()

@@ -1,7 +1,7 @@
 /// What one HTTP (or local `file:`) transfer asks for. Built by the fetch layer; carried out
 /// by `TransferEngine`, the only code that talks to libcurl.
-public struct TransferRequest: Sendable {
-    public enum Destination: Sendable {
+struct TransferRequest: Sendable {
+    enum Destination: Sendable {
         /// Kept in memory (the feed), at most `maxBytes`.
         case memory
         /// Streamed to a file (an asset in `partial/`). An interrupted download leaves the
@@ -11,18 +11,18 @@ public struct TransferRequest: Sendable {
         case file(path: String)
     }
 
-    public var url: String
-    public var destination: Destination
-    public var maxBytes: Int64
-    public var headers: [String] = []
-    public var ifNoneMatch: String?
-    public var ifModifiedSince: String?
+    var url: String
+    var destination: Destination
+    var maxBytes: Int64
+    var headers: [String] = []
+    var ifNoneMatch: String?
+    var ifModifiedSince: String?
     /// `http,https`, or `file` for the assets of a local feed.
-    public var allowFile = false
+    var allowFile = false
     /// Ask for gzip/deflate (the feed; never assets, whose bytes are hashed as sent).
-    public var acceptCompressed = false
+    var acceptCompressed = false
 
-    public init(url: String, destination: Destination, maxBytes: Int64) {
+    init(url: String, destination: Destination, maxBytes: Int64) {
         self.url = url
         self.destination = destination
         self.maxBytes = maxBytes
@@ -30,29 +30,30 @@ public struct TransferRequest: Sendable {
 }
 
 /// Settings every transfer of a run shares.
-public struct TransferSettings: Sendable {
+struct TransferSettings: Sendable {
     /// Per transfer, seconds.
-    public var timeout: Double = 60
-    public var userAgent: String = defaultUserAgent()
-    public var caFile: String?
-    public var maxRedirects = 5
+    var timeout: Double = 60
+    /// Nil is `adcache/<version> libcurl/<version>`.
+    var userAgent: String?
+    var caFile: String?
+    var maxRedirects = 5
     /// A transfer slower than `stallBytesPerSecond` for `stallSeconds` is abandoned.
-    public var stallBytesPerSecond = 1024
-    public var stallSeconds = 30
-    public var parallel = 4
-    public var retries = 2
+    var stallBytesPerSecond = 1024
+    var stallSeconds = 30
+    var parallel = 4
+    var retries = 2
     /// The first back-off, doubled on each retry, with jitter.
-    public var retryBaseDelay: Double = 1
+    var retryBaseDelay: Double = 1
     /// The longest `Retry-After` honoured.
-    public var maxRetryAfter: Double = 60
+    var maxRetryAfter: Double = 60
     /// On the monotonic clock (`monotonicNow()`); nil is no deadline.
-    public var deadline: Double?
+    var deadline: Double?
 
-    public init() {}
+    init() {}
 }
 
 /// Why a transfer failed, in the few cases a person can act on.
-public enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
+enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case couldNotResolve(String)
     case couldNotConnect(String)
     case timedOut
@@ -67,7 +68,7 @@ public enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case deadline
     case other(String)
 
-    public var description: String {
+    var description: String {
         switch self {
         case .couldNotResolve(let h): return "could not resolve host \(h)"
         case .couldNotConnect(let t): return "could not connect: \(t)"
@@ -86,7 +87,7 @@ public enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// Worth another try: connection failures, time-outs, 408, 429, 5xx.
-    public var isTransient: Bool {
+    var isTransient: Bool {
         switch self {
         case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .truncated: return true
         case .httpStatus(let s): return s == 408 || s == 429 || (500...599).contains(s)
@@ -96,25 +97,25 @@ public enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// What came back.
-public struct TransferResponse: Sendable {
+struct TransferResponse: Sendable {
     /// HTTP status of the final response (200 for a local file).
-    public var status = 0
+    var status = 0
     /// Headers of the final response, names lowercased.
-    public var headers: [String: String] = [:]
-    public var effectiveURL: String = ""
+    var headers: [String: String] = [:]
+    var effectiveURL: String = ""
     /// The body, for `.memory` transfers.
-    public var body: [UInt8] = []
+    var body: [UInt8] = []
     /// For `.file` transfers: the whole file's length, SHA-256 and first bytes (including a
     /// resumed prefix).
-    public var fileBytes: Int64 = 0
-    public var fileSha256: String?
-    public var fileHead: [UInt8] = []
+    var fileBytes: Int64 = 0
+    var fileSha256: String?
+    var fileHead: [UInt8] = []
     /// True when the body continued an earlier partial file (206).
-    public var resumed = false
+    var resumed = false
     /// Body bytes received in this run.
-    public var bytesReceived: Int64 = 0
-    public var attempts = 0
-    public var error: TransferError?
+    var bytesReceived: Int64 = 0
+    var attempts = 0
+    var error: TransferError?
 
-    public var notModified: Bool { status == 304 }
+    var notModified: Bool { status == 304 }
 }

@@ -1,22 +1,14 @@
 import CCurl
 import Foundation
 
-/// Progress of a batch of transfers, for the progress bar.
-public struct TransferProgress: Sendable {
-    public var bytes: Int64
-    public var done: Int
-    public var total: Int
-    public var elapsed: Double
-}
-
 /// Runs transfers through libcurl's multi interface: up to `parallel` at once, each streamed
 /// to memory or to its file, transient failures retried with exponential back-off and jitter
 /// (honouring `Retry-After`), everything abandoned at the deadline.
-public final class TransferEngine {
-    public let settings: TransferSettings
-    public var onProgress: ((TransferProgress) -> Void)?
+final class TransferEngine {
+    let settings: TransferSettings
+    var onProgress: ((FetchProgress) -> Void)?
 
-    public init(settings: TransferSettings) {
+    init(settings: TransferSettings) {
         self.settings = settings
     }
 
@@ -28,7 +20,7 @@ public final class TransferEngine {
 
     /// Carries out `requests`; `completion` is called once per request, on this thread,
     /// as each finishes (in completion order).
-    public func run(_ requests: [TransferRequest], completion: (Int, TransferResponse) -> Void) {
+    func run(_ requests: [TransferRequest], completion: (Int, TransferResponse) -> Void) {
         guard !requests.isEmpty else { return }
         let loaded = CurlAPI.shared
         guard case .success(let api) = loaded, let multi = api.multiInit() else {
@@ -53,7 +45,7 @@ public final class TransferEngine {
             guard force || now - lastProgress >= 0.1 else { return }
             lastProgress = now
             let bytes = finishedBytes + active.values.reduce(0) { $0 + $1.received }
-            onProgress(TransferProgress(bytes: bytes, done: doneCount, total: requests.count, elapsed: now - started))
+            onProgress(FetchProgress(bytes: bytes, done: doneCount, total: requests.count, elapsed: now - started))
         }
 
         func complete(_ index: Int, _ response: TransferResponse) {

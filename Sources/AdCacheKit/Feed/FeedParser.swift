@@ -5,26 +5,26 @@ import Foundation
 /// A feed that is not JSON or has no recognisable shape throws (exit 65). An ad that breaks a
 /// rule is skipped with one warning naming it and the reason; a field that can be dropped
 /// (`clickUrl`, `meta`) or defaulted (`duration`) is, with a warning.
-public struct FeedParser: Sendable {
+struct FeedParser: Sendable {
     /// The feed's final URL after redirects; relative asset URLs resolve against it.
-    public var baseURL: URL
+    var baseURL: URL
     /// `file:` assets are allowed only when the feed itself is a local file.
-    public var allowFileAssets: Bool
+    var allowFileAssets: Bool
 
-    public init(baseURL: URL) {
+    init(baseURL: URL) {
         self.baseURL = baseURL
         self.allowFileAssets = baseURL.isFileURL
     }
 
-    public func parse(_ bytes: [UInt8]) throws -> Feed {
+    func parse(_ bytes: [UInt8]) throws -> Feed {
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            throw AdCacheError.badData("the feed is empty")
+            throw AdCacheError.feedInvalid("the feed is empty")
         }
         return try parse(JSONValue.parse(bytes))
     }
 
-    public func parse(_ json: JSONValue) throws -> Feed {
-        var warnings: [String] = []
+    func parse(_ json: JSONValue) throws -> Feed {
+        var warnings: [Diagnostic] = []
         let items: [JSONValue]
         switch json {
         case .array(let a):
@@ -32,10 +32,10 @@ public struct FeedParser: Sendable {
         case .object(let o):
             if let ads = o["ads"] {
                 guard case .array(let a) = ads else {
-                    throw AdCacheError.badData("the feed's \"ads\" is \(ads.typeName), not an array")
+                    throw AdCacheError.feedInvalid("the feed's \"ads\" is \(ads.typeName), not an array")
                 }
                 if let v = o["version"], v.integerValue != 1 {
-                    warnings.append("the feed's version is not 1; reading it as version 1")
+                    warnings.append(Diagnostic(.feed, "the feed's version is not 1; reading it as version 1"))
                 }
                 items = a
             } else if let body = o["body"], case .object(let b) = body, b["imgUrl"] != nil {
@@ -46,10 +46,10 @@ public struct FeedParser: Sendable {
             } else if o["picUrl"] != nil || o["url"] != nil {
                 items = [json]
             } else {
-                throw AdCacheError.badData("the feed has no recognisable shape (expected an object with \"ads\", an array of ads, a legacy ad or a \"body\" envelope)")
+                throw AdCacheError.feedInvalid("the feed has no recognisable shape (expected an object with \"ads\", an array of ads, a legacy ad or a \"body\" envelope)")
             }
         default:
-            throw AdCacheError.badData("the feed is \(json.typeName), not an object or an array")
+            throw AdCacheError.feedInvalid("the feed is \(json.typeName), not an object or an array")
         }
 
         var ads: [FeedAd] = []
@@ -58,11 +58,11 @@ public struct FeedParser: Sendable {
             do {
                 let ad = try parseAd(item, index: index, warnings: &warnings)
                 if !seen.insert(ad.id).inserted {
-                    throw AdError(name: "ad '\(ad.id)'", reason: "its id is used by an earlier ad in the feed")
+                    throw AdError(name: "ad '\(ad.id)'", id: ad.id, reason: "its id is used by an earlier ad in the feed")
                 }
                 ads.append(ad)
             } catch let e as AdError {
-                warnings.append("skipping \(e.name): \(e.reason)")
+                warnings.append(Diagnostic(.feed, ad: e.id, "skipping \(e.name): \(e.reason)"))
             }
         }
         return Feed(ads: ads, warnings: warnings)
@@ -70,17 +70,19 @@ public struct FeedParser: Sendable {
 
     struct AdError: Error {
         var name: String
+        var id: String?
         var reason: String
     }
 
-    func parseAd(_ item: JSONValue, index: Int, warnings: inout [String]) throws -> FeedAd {
+    func parseAd(_ item: JSONValue, index: Int, warnings: inout [Diagnostic]) throws -> FeedAd {
         guard case .object(let o) = item else {
             throw AdError(name: "ad #\(index + 1)", reason: "it is \(item.typeName), not an object")
         }
         // The name used in warnings: the id when there is a usable one.
         var name = "ad #\(index + 1)"
-        if let id = o["id"]?.stringValue, !id.isEmpty { name = "ad '\(id.prefix(128))'" }
-        func fail(_ reason: String) -> AdError { AdError(name: name, reason: reason) }
+        var knownID: String?
+        if let id = o["id"]?.stringValue, !id.isEmpty { name = "ad '\(id.prefix(128))'"; knownID = id }
+        func fail(_ reason: String) -> AdError { AdError(name: name, id: knownID, reason: reason) }
 
         guard let rawURL = o["url"] ?? o["picUrl"] ?? o["imgUrl"], rawURL != .null else {
             throw fail("it has no \"url\"")
@@ -95,6 +97,7 @@ public struct FeedParser: Sendable {
             id = s
         }
         name = "ad '\(id)'"
+        knownID = id
         var ad = FeedAd(id: id, url: url)
 
         if let t = present(o["type"]) {
@@ -139,7 +142,7 @@ public struct FeedParser: Sendable {
             if let d = v.integerValue, FeedAd.durationRange.contains(Int(clamping: d)) {
                 ad.duration = Int(d)
             } else {
-                warnings.append("ad '\(id)': \"duration\" must be 3 to 5 seconds; using \(FeedAd.defaultDuration)")
+                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': \"duration\" must be 3 to 5 seconds; using \(FeedAd.defaultDuration)"))
             }
         }
         if let v = present(o["clickUrl"]) {
@@ -147,14 +150,14 @@ public struct FeedParser: Sendable {
                scheme == "http" || scheme == "https", u.host?.isEmpty == false {
                 ad.clickUrl = s
             } else {
-                warnings.append("ad '\(id)': dropping \"clickUrl\": not an http or https URL")
+                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"clickUrl\": not an http or https URL"))
             }
         }
         if let v = present(o["meta"]) {
             if case .object = v {
                 ad.meta = v
             } else {
-                warnings.append("ad '\(id)': dropping \"meta\": it is \(v.typeName), not an object")
+                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"meta\": it is \(v.typeName), not an object"))
             }
         }
         return ad

@@ -1,13 +1,13 @@
 /// Image or video: the two kinds of splash asset.
-public enum AdType: String, Codable, Sendable, CaseIterable {
+public enum AdType: String, Sendable, CaseIterable {
     case image, video
 }
 
 /// The container formats adcache accepts, recognised by their first bytes.
-public enum MediaFormat: String, Sendable {
+enum MediaFormat: String, Sendable {
     case jpeg, png, gif, webp, mp4, mov, webm
 
-    public var type: AdType {
+    var type: AdType {
         switch self {
         case .jpeg, .png, .gif, .webp: return .image
         case .mp4, .mov, .webm: return .video
@@ -15,7 +15,7 @@ public enum MediaFormat: String, Sendable {
     }
 
     /// The extension of the cached file.
-    public var fileExtension: String {
+    var fileExtension: String {
         switch self {
         case .jpeg: return "jpg"
         default: return rawValue
@@ -23,7 +23,7 @@ public enum MediaFormat: String, Sendable {
     }
 
     /// Recognises a format from a file's first bytes (16 are enough).
-    public static func sniff(_ b: [UInt8]) -> MediaFormat? {
+    static func sniff(_ b: [UInt8]) -> MediaFormat? {
         func at(_ offset: Int, _ s: [UInt8]) -> Bool {
             b.count >= offset + s.count && Array(b[offset..<(offset + s.count)]) == s
         }
@@ -37,7 +37,7 @@ public enum MediaFormat: String, Sendable {
     }
 
     /// The type an extension names (`.jpg` → image), or nil.
-    public static func type(forExtension ext: String) -> AdType? {
+    static func type(forExtension ext: String) -> AdType? {
         switch ext.lowercased() {
         case "jpg", "jpeg", "png", "gif", "webp": return .image
         case "mp4", "m4v", "mov", "webm", "mkv": return .video
@@ -46,7 +46,7 @@ public enum MediaFormat: String, Sendable {
     }
 
     /// The type a Content-Type names (`image/png; q=1` → image), or nil.
-    public static func type(forContentType contentType: String) -> AdType? {
+    static func type(forContentType contentType: String) -> AdType? {
         let main = contentType.lowercased().split(separator: ";").first.map {
             $0.trimmingCharacters(in: .whitespaces)
         } ?? ""

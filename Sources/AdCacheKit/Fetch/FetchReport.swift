@@ -1,6 +1,6 @@
 /// What `fetch` did, for the summary line and `fetch --json`.
-public struct FetchReport: Codable, Sendable {
-    public enum Outcome: String, Codable, Sendable {
+public struct FetchReport: Sendable {
+    public enum Outcome: String, Sendable {
         /// Downloaded now, from the start.
         case downloaded
         /// Continued from a partial download of an earlier run.
@@ -17,7 +17,7 @@ public struct FetchReport: Codable, Sendable {
         case exhausted
     }
 
-    public struct Ad: Codable, Sendable {
+    public struct Ad: Sendable {
         public var id: String
         public var url: String
         public var outcome: Outcome
@@ -25,12 +25,16 @@ public struct FetchReport: Codable, Sendable {
         public var error: String?
     }
 
+    /// As given, or the remembered feed.
     public var feed: String
     /// `downloaded`, or `unchanged` when the server answered 304.
     public var feedStatus: String
     public var ads: [Ad] = []
+    /// The feed's warnings (also sent to the diagnostics).
     public var warnings: [String] = []
-    public var exitCode: Int32 = 0
+    /// False when some asset failed or is still pending: the rest is committed, and a later
+    /// fetch tries again.
+    public var isComplete = true
 
     func count(_ o: Outcome) -> Int { ads.filter { $0.outcome == o }.count }
 
@@ -47,5 +51,27 @@ public struct FetchReport: Codable, Sendable {
         }
         let noun = ads.count == 1 ? "ad" : "ads"
         return "\(ads.count) \(noun): " + parts.joined(separator: ", ")
+    }
+}
+
+extension FetchReport {
+    /// The `fetch --json` report, with the exit code the command line ends with.
+    public func json(exitCode: Int32) -> String {
+        JSONOut.object([
+            ("feed", .string(feed)),
+            ("feedStatus", .string(feedStatus)),
+            ("ads", .array(ads.map { ad in
+                .object([
+                    ("id", .string(ad.id)),
+                    ("url", .string(ad.url)),
+                    ("outcome", .string(ad.outcome.rawValue)),
+                    ("bytes", .int(ad.bytes)),
+                    ("error", .string(ad.error)),
+                ])
+            })),
+            ("warnings", .array(warnings.map { .string($0) })),
+            ("summary", .string(summary)),
+            ("exitCode", .int(Int64(exitCode))),
+        ]).render(indent: 2)
     }
 }

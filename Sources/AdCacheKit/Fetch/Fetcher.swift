@@ -10,36 +10,26 @@ import Foundation
 /// No lock is held across network I/O except the fetch lock, which only other fetches take:
 /// the index is read at the start and merged into the index *as it is at commit time*, so
 /// shows recorded by `next` meanwhile are kept.
-public struct FetchOptions: Sendable {
-    /// As given; nil is the last successful fetch's feed.
-    public var feed: String?
-    public var transfer = TransferSettings()
-    public var maxAssetSize: Int64 = 100 << 20
-    public var maxFeedSize: Int64 = 8 << 20
-    /// Extra request headers for the feed request only.
-    public var headers: [String] = []
-    /// Sleep a random 0..jitter seconds before starting.
-    public var jitter: Double = 0
-
-    public init() {}
-}
-
-public final class Fetcher {
+final class Fetcher {
     let store: CacheStore
-    let options: FetchOptions
+    var options: FetchOptions
     let warn: WarningSink
-    public var onProgress: ((TransferProgress) -> Void)?
+    var onProgress: ((FetchProgress) -> Void)?
     /// The wall clock, for expiry.
-    public var now: () -> Double = { Date().timeIntervalSince1970 }
+    var now: () -> Double = { Date().timeIntervalSince1970 }
 
-    public init(store: CacheStore, options: FetchOptions, warn: @escaping WarningSink) {
+    init(store: CacheStore, options: FetchOptions, warn: @escaping WarningSink) {
         self.store = store
         self.options = options
         self.warn = warn
     }
 
-    public func run() throws -> FetchReport {
+    func run() throws -> FetchReport {
         if let given = options.feed { _ = try FeedLocation(given) }   // a bad FEED changes nothing
+        // Both libraries, before any transfer: a device without them learns it at once.
+        _ = try CurlAPI.shared.get()
+        _ = try CryptoAPI.shared.get()
+        if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
         if options.jitter > 0 {
             var pause = Double.random(in: 0...options.jitter)
             if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
@@ -51,7 +41,7 @@ public final class Fetcher {
 
         let before = try store.load(warn: warn)
         guard let feedText = options.feed ?? before.feed?.url else {
-            throw AdCacheError.usage("no FEED given and no earlier successful fetch to repeat", hint: "see 'adcache fetch --help'")
+            throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
         }
         let source = try FeedLocation(feedText)
         let download = try downloadFeed(source, previous: before.feed?.url == feedText ? before.feed : nil,
@@ -62,7 +52,7 @@ public final class Fetcher {
             do {
                 feed = try FeedParser(baseURL: download.finalURL).parse(bytes)
             } catch let e as AdCacheError {
-                throw AdCacheError(e.code, "the feed \(feedText) is not a valid feed: \(e.message)")
+                throw e.with(message: "the feed \(feedText) is not a valid feed: \(e.message)")
             }
         } else {
             // 304: the feed is as it was; refresh the assets of the ads we have.
@@ -71,8 +61,8 @@ public final class Fetcher {
         for w in feed.warnings { warn(w) }
 
         var report = FetchReport(feed: feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
-        report.warnings = feed.warnings
-        let results = fetchAssets(feed.ads, cached: before)
+        report.warnings = feed.warnings.map(\.message)
+        let results = try fetchAssets(feed.ads, cached: before)
         for ad in feed.ads {
             let r = results[ad.id]!
             report.ads.append(.init(id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error))
@@ -89,11 +79,11 @@ public final class Fetcher {
         try commit(feed.ads, results: results, feedState: feedState)
 
         // What succeeded is committed; a failing disk still ends the run with its own error.
-        if let diskError = results.values.compactMap(\.ioError).first, diskError.code == .ioError {
+        if let diskError = results.values.compactMap(\.ioError).first, case .io = diskError {
             throw diskError
         }
         let incomplete = report.ads.contains { $0.outcome == .failed || $0.outcome == .pending }
-        report.exitCode = incomplete ? ExitCode.tempFail.rawValue : 0
+        report.isComplete = !incomplete
         return report
     }
 
@@ -114,7 +104,7 @@ public final class Fetcher {
             do {
                 bytes = try FileIO.read(path, limit: options.maxFeedSize)
             } catch let e as AdCacheError {
-                throw AdCacheError.unavailable("cannot read the feed: \(e.message)")
+                throw AdCacheError.feedUnreachable("cannot read the feed: \(e.message)")
             }
             return FeedDownload(body: bytes, finalURL: URL(fileURLWithPath: path))
         case .remote(let url):
@@ -128,7 +118,7 @@ public final class Fetcher {
             var response = TransferResponse()
             TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
             if let error = response.error {
-                throw AdCacheError.unavailable("cannot fetch the feed \(url): \(error)")
+                throw AdCacheError.feedUnreachable("cannot fetch the feed \(url): \(error)")
             }
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
             if response.notModified {
@@ -166,7 +156,7 @@ public final class Fetcher {
         var request: TransferRequest
     }
 
-    private func fetchAssets(_ ads: [FeedAd], cached index: CacheIndex) -> [String: AssetResult] {
+    private func fetchAssets(_ ads: [FeedAd], cached index: CacheIndex) throws -> [String: AssetResult] {
         var results: [String: AssetResult] = [:]
         var jobs: [Job] = []
         var jobByURL: [String: Int] = [:]
@@ -196,11 +186,11 @@ public final class Fetcher {
             // The file we have for this URL: this ad's own, or one another ad shares.
             let mine = byID[ad.id].flatMap { $0.url == ad.url && store.filePresent($0) ? $0 : nil }
             let cached = mine ?? readyByURL[ad.url]
-            if let reused = reuse(ad, cached: cached, recoverable: recoverable) {
+            if let reused = try reuse(ad, cached: cached, recoverable: recoverable) {
                 results[ad.id] = reused
                 continue
             }
-            let hash = SHA256Hasher.hex(ad.url)
+            let hash = try SHA256Hasher.hex(ad.url)
             var request = TransferRequest(url: ad.url, destination: .file(path: store.partialDirectory + "/\(hash).part"),
                                           maxBytes: options.maxAssetSize)
             request.allowFile = ad.url.hasPrefix("file:")
@@ -232,7 +222,7 @@ public final class Fetcher {
 
     /// The cases where no request is needed: a cached file whose sha256 the feed confirms, an
     /// unchanged local file, or (after a lost index) a file already in `assets/` for this URL.
-    private func reuse(_ ad: FeedAd, cached: AdRecord?, recoverable: [String: String]) -> AssetResult? {
+    private func reuse(_ ad: FeedAd, cached: AdRecord?, recoverable: [String: String]) throws -> AssetResult? {
         if let c = cached {
             let asIs = AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
                                    etag: c.etag, lastModified: c.lastModified, type: c.type)
@@ -247,7 +237,7 @@ public final class Fetcher {
         // committing): a file named by this URL's hash that the index does not describe. It
         // is reused only when something confirms it is the current version: the feed's
         // sha256, or for a local feed the source file itself. Otherwise it is downloaded again.
-        guard let name = recoverable[SHA256Hasher.hex(ad.url)] else { return nil }
+        guard let name = recoverable[try SHA256Hasher.hex(ad.url)] else { return nil }
         let path = store.assetPath(name)
         guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
               let stamp = FileIO.stamp(path), let sha = SHA256Hasher.hex(ofFile: path) else { return nil }
@@ -268,8 +258,10 @@ public final class Fetcher {
 
     /// Validates a finished download and moves it into `assets/`.
     private func finishAsset(_ job: Job, _ response: TransferResponse) -> AssetResult {
-        guard case .file(let partial) = job.request.destination else { fatalError("assets stream to files") }
         let ad = job.ads[0]
+        guard case .file(let partial) = job.request.destination else {
+            return AssetResult(outcome: .failed, error: "\(ad.url): not streamed to a file")
+        }
         func failed(_ message: String, keepPartial: Bool = false) -> AssetResult {
             if !keepPartial {
                 FileIO.remove(partial)
@@ -313,7 +305,9 @@ public final class Fetcher {
             let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
             return failed("\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
         }
-        let name = AssetName.make(url: ad.url, format: format)
+        guard let name = try? AssetName.make(url: ad.url, format: format) else {
+            return failed("\(ad.url): cannot name the file (libcrypto)")
+        }
         let target = store.assetPath(name)
         guard rename(partial, target) == 0 else {
             return failed("cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
@@ -407,14 +401,14 @@ enum FeedLocation {
         let lower = text.lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
             guard let u = URL(string: text), u.host?.isEmpty == false else {
-                throw AdCacheError.usage("FEED '\(text)' is not a valid URL")
+                throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid URL")
             }
             self = .remote(text)
         } else if lower.hasPrefix("file:") {
-            guard let u = URL(string: text), u.isFileURL else { throw AdCacheError.usage("FEED '\(text)' is not a valid file: URL") }
+            guard let u = URL(string: text), u.isFileURL else { throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid file: URL") }
             self = .local(u.path)
         } else if let r = text.range(of: "://"), !text[..<r.lowerBound].contains("/") {
-            throw AdCacheError.usage("FEED '\(text)': only http, https and file: feeds are supported")
+            throw AdCacheError.invalidRequest("FEED '\(text)': only http, https and file: feeds are supported")
         } else {
             self = .local(CacheStore.absolute(text))
         }

@@ -1,30 +1,10 @@
 import Foundation
 
 /// `adcache next`: which cached asset this launch shows, and the record of the show.
-public struct NextOptions: Sendable {
-    /// Do not record the show.
-    public var peek = false
-    public var type: AdType?
-    public var placement = FeedAd.defaultPlacement
-    /// Show nothing if any ad was shown less than this many seconds ago.
-    public var cooldown: Double?
-    /// Evaluate (and date the show) as of this time instead of now.
-    public var at: Double?
-
-    public init() {}
-}
-
-/// What `next` chose.
-public struct NextChoice: Sendable {
-    public var record: AdRecord
-    public var path: String
-    public var remainingShows: Int64?
-}
-
-public enum SelectionPolicy {
+enum SelectionPolicy {
     /// Eligible (SPEC §4), apart from the file check, which the caller makes last because it
     /// costs a `stat`.
-    public static func isEligible(_ r: AdRecord, at t: Double, day: Int, options: NextOptions) -> Bool {
+    static func isEligible(_ r: AdRecord, at t: Double, day: Int, options: NextOptions) -> Bool {
         guard r.state == .ready, r.file != nil, r.placement == options.placement else { return false }
         if let want = options.type, r.type != want { return false }
         if let s = r.start, s > t { return false }
@@ -37,7 +17,7 @@ public enum SelectionPolicy {
 
     /// The order of preference: highest priority; then least recently shown (never shown
     /// first; the show counter orders shows within one second); then soonest expiry; then id.
-    public static func prefers(_ a: AdRecord, _ b: AdRecord) -> Bool {
+    static func prefers(_ a: AdRecord, _ b: AdRecord) -> Bool {
         if a.priority != b.priority { return a.priority > b.priority }
         let sa = a.lastShowSeq ?? 0, sb = b.lastShowSeq ?? 0
         if sa != sb { return sa < sb }
@@ -47,13 +27,13 @@ public enum SelectionPolicy {
     }
 
     /// True when an ad was shown less than `--cooldown` ago (either way, if the clock jumped).
-    public static func coolingDown(_ index: CacheIndex, at t: Double, options: NextOptions) -> Bool {
+    static func coolingDown(_ index: CacheIndex, at t: Double, options: NextOptions) -> Bool {
         guard let cooldown = options.cooldown, let last = index.lastShown else { return false }
         return abs(t - last) < cooldown
     }
 
     /// The index (into `index.ads`) of the ad to show, or nil.
-    public static func choose(in index: CacheIndex, at t: Double, options: NextOptions,
+    static func choose(in index: CacheIndex, at t: Double, options: NextOptions,
                               filePresent: (AdRecord) -> Bool) -> Int? {
         let day = Time.localDay(t)
         var candidates = index.ads.indices.filter { isEligible(index.ads[$0], at: t, day: day, options: options) }
@@ -74,36 +54,26 @@ extension AdRecord {
     }
 }
 
-public final class Selector {
+final class Selector {
     let store: CacheStore
     let warn: WarningSink
 
-    public init(store: CacheStore, warn: @escaping WarningSink) {
+    init(store: CacheStore, warn: @escaping WarningSink) {
         self.store = store
         self.warn = warn
     }
 
-    /// What `next` decided.
-    public enum Decision: Sendable {
-        case show(NextChoice)
-        /// No ad is eligible (a fallback may be shown).
-        case nothingEligible
-        /// An ad was shown less than `--cooldown` ago: show nothing at all.
-        case coolingDown
-    }
-
     /// The ad this launch shows, with the show recorded (unless `peek`) before returning.
     /// Never touches the network.
-    public func decide(_ options: NextOptions) throws -> Decision {
+    func decide(_ options: NextOptions, at t: Double) throws -> NextResult {
         guard store.exists, FileIO.exists(store.indexPath) else { return .nothingEligible }
-        let t = options.at ?? Date().timeIntervalSince1970
         func pick(_ index: CacheIndex) -> Int? {
             SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent)
         }
         if options.peek {
             let index = try store.load(warn: warn)
             if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
-            return pick(index).map { .show(choice(index.ads[$0])) } ?? .nothingEligible
+            return pick(index).map { .show(shown(index.ads[$0])) } ?? .nothingEligible
         }
         return try store.update(warn: warn) { index in
             if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
@@ -111,17 +81,13 @@ public final class Selector {
             index.showSeq = min(index.showSeq + 1, AdRecord.counts.upperBound)
             index.ads[i].recordShow(at: t, seq: index.showSeq)
             index.lastShown = t
-            return .show(choice(index.ads[i]))
+            return .show(shown(index.ads[i]))
         }
     }
 
-    /// The chosen ad, or nil for either kind of nothing.
-    public func next(_ options: NextOptions) throws -> NextChoice? {
-        if case .show(let c) = try decide(options) { return c }
-        return nil
-    }
-
-    private func choice(_ r: AdRecord) -> NextChoice {
-        NextChoice(record: r, path: store.assetPath(r.file!), remainingShows: r.remainingShows)
+    private func shown(_ r: AdRecord) -> ShownAd {
+        ShownAd(id: r.id, path: store.assetPath(r.file!), type: r.type, placement: r.placement, duration: r.duration,
+                clickUrl: r.clickUrl, remainingShows: r.remainingShows, expires: r.expires.map(Date.init(timeIntervalSince1970:)),
+                priority: r.priority, meta: r.meta)
     }
 }

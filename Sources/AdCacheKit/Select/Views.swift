@@ -1,25 +1,27 @@
+import Foundation
+
 /// The stable machine interface: `next --json` and `list --json` objects (SPEC §4).
-extension NextChoice {
-    public var json: JSONOut {
-        let r = record
-        return .object([
-            ("id", .string(r.id)),
+extension ShownAd {
+    /// The `next --json` object, on one line.
+    public var json: String {
+        JSONOut.object([
+            ("id", .string(id)),
             ("path", .string(path)),
-            ("type", .string(r.type?.rawValue)),
-            ("placement", .string(r.placement)),
-            ("duration", .int(Int64(r.duration))),
-            ("clickUrl", .string(r.clickUrl)),
+            ("type", .string(type?.rawValue)),
+            ("placement", .string(placement)),
+            ("duration", .int(Int64(duration))),
+            ("clickUrl", .string(clickUrl)),
             ("remainingShows", .int(remainingShows)),
-            ("expires", .time(r.expires)),
-            ("priority", .int(r.priority)),
-            ("meta", r.meta.map { .raw($0) } ?? .null),
+            ("expires", .time(expires)),
+            ("priority", .int(priority)),
+            ("meta", meta.map { .raw($0) } ?? .null),
             ("fallback", .bool(false)),
-        ])
+        ]).render()
     }
 
-    /// The `--fallback FILE` answer when nothing is eligible.
-    public static func fallbackJSON(path: String, placement: String) -> JSONOut {
-        .object([
+    /// The `next --json --fallback FILE` answer when nothing is eligible.
+    public static func fallbackJSON(path: String, placement: String) -> String {
+        JSONOut.object([
             ("id", .null),
             ("path", .string(path)),
             ("type", .string(MediaFormat.type(forExtension: (path as NSString).pathExtension)?.rawValue)),
@@ -31,47 +33,47 @@ extension NextChoice {
             ("priority", .null),
             ("meta", .null),
             ("fallback", .bool(true)),
-        ])
+        ]).render()
     }
 }
 
-/// One row of `list`.
-public struct ListEntry: Sendable {
-    public var record: AdRecord
-    public var state: AdState
-    public var path: String?
-
-    public var json: JSONOut {
-        let r = record
-        return .object([
-            ("id", .string(r.id)),
-            ("url", .string(r.url)),
-            ("type", .string(r.type?.rawValue)),
-            ("placement", .string(r.placement)),
+extension ListedAd {
+    var jsonValue: JSONOut {
+        .object([
+            ("id", .string(id)),
+            ("url", .string(url)),
+            ("type", .string(type?.rawValue)),
+            ("placement", .string(placement)),
             ("state", .string(state.rawValue)),
-            ("shows", .int(r.shows)),
-            ("maxShows", .int(r.maxShows)),
-            ("priority", .int(r.priority)),
-            ("start", .time(r.start)),
-            ("expires", .time(r.expires)),
-            ("lastShown", .time(r.lastShown)),
-            ("bytes", .int(r.file == nil ? nil : r.bytes)),
+            ("shows", .int(shows)),
+            ("maxShows", .int(maxShows)),
+            ("priority", .int(priority)),
+            ("start", .time(start)),
+            ("expires", .time(expires)),
+            ("lastShown", .time(lastShown)),
+            ("bytes", .int(bytes)),
             ("path", .string(path)),
-            ("error", .string(state == .failed ? r.error : nil)),
+            ("error", .string(error)),
         ])
+    }
+
+    /// The `list --json` array.
+    public static func json(_ ads: [ListedAd]) -> String {
+        JSONOut.array(ads.map(\.jsonValue)).render(indent: 2)
     }
 }
 
 extension CacheStore {
     /// The cache at a glance, as of `t`.
-    public func listing(at t: Double, warn: WarningSink) throws -> [ListEntry] {
+    func listing(at t: Double, warn: WarningSink) throws -> [ListedAd] {
         guard exists else { return [] }
         return try load(warn: warn).ads.map { r in
-            let present = filePresent(r)
-            return ListEntry(record: r, state: r.displayState(at: t, filePresent: present),
-                             path: r.file.map(assetPath))
+            let state = r.displayState(at: t, filePresent: filePresent(r))
+            func date(_ t: Double?) -> Date? { t.map(Date.init(timeIntervalSince1970:)) }
+            return ListedAd(id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,
+                            maxShows: r.maxShows, priority: r.priority, start: date(r.start), expires: date(r.expires),
+                            lastShown: date(r.lastShown), bytes: r.file == nil ? nil : r.bytes,
+                            path: r.file.map(assetPath), error: state == .failed ? r.error : nil)
         }
     }
 }
-
-import Foundation

@@ -1,38 +1,71 @@
-/// The exit codes of SPEC §5, from sysexits.h.
-public enum ExitCode: Int32, Sendable {
-    case success = 0
-    case nothingToShow = 1
-    case usage = 64
-    case dataError = 65
-    case unavailable = 69
-    case software = 70
-    case cantCreate = 73
-    case ioError = 74
-    case tempFail = 75
-}
+/// What went wrong, as a case a caller can act on and a message a person can read. The
+/// command line maps each case to an exit code (SPEC §5); the library never ends the process.
+public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The request itself cannot be carried out: no feed given and none remembered, a feed
+    /// location that is not http, https or file:.
+    case invalidRequest(String)
+    /// The feed could not be fetched (network, HTTP error, unreadable file): nothing changed.
+    case feedUnreachable(String)
+    /// The feed was fetched but is not a feed: nothing changed.
+    case feedInvalid(String)
+    /// The cache directory cannot be created or written.
+    case cacheUnwritable(String)
+    /// Reading or writing the cache failed (disk full, an index that cannot be recovered).
+    case io(String)
+    /// Another fetch is running, or the index stayed locked: try again later.
+    case busy(String)
+    /// libcurl or libcrypto cannot be loaded (or lacks what adcache needs).
+    case libraryMissing(String)
 
-/// Every failure a command can end with. Each case carries a message a person can act on;
-/// the command line prints it as `adcache: error: <message>`.
-public struct AdCacheError: Error, CustomStringConvertible, Equatable, Sendable {
-    public var code: ExitCode
-    public var message: String
-    public var hint: String?
-
-    public init(_ code: ExitCode, _ message: String, hint: String? = nil) {
-        self.code = code
-        self.message = message
-        self.hint = hint
+    /// The message, one line.
+    public var message: String {
+        switch self {
+        case .invalidRequest(let m), .feedUnreachable(let m), .feedInvalid(let m), .cacheUnwritable(let m),
+             .io(let m), .busy(let m), .libraryMissing(let m):
+            return m
+        }
     }
 
     public var description: String { message }
 
-    public static func usage(_ m: String, hint: String? = nil) -> AdCacheError { .init(.usage, m, hint: hint) }
-    public static func badData(_ m: String) -> AdCacheError { .init(.dataError, m) }
-    public static func unavailable(_ m: String) -> AdCacheError { .init(.unavailable, m) }
-    public static func cantCreate(_ m: String) -> AdCacheError { .init(.cantCreate, m) }
-    public static func io(_ m: String) -> AdCacheError { .init(.ioError, m) }
-    public static func busy(_ m: String) -> AdCacheError { .init(.tempFail, m) }
+    /// The same kind of error with another message.
+    func with(message m: String) -> AdCacheError {
+        switch self {
+        case .invalidRequest: return .invalidRequest(m)
+        case .feedUnreachable: return .feedUnreachable(m)
+        case .feedInvalid: return .feedInvalid(m)
+        case .cacheUnwritable: return .cacheUnwritable(m)
+        case .io: return .io(m)
+        case .busy: return .busy(m)
+        case .libraryMissing: return .libraryMissing(m)
+        }
+    }
 }
 
-/// Where warnings go. The command line prints them as `adcache: warning: …`.
-public typealias WarningSink = (String) -> Void
+/// A warning: something adcache worked around and a person may want to know (an ad the feed
+/// got wrong, a record of the index it had to drop). The command line prints the message as
+/// `adcache: warning: …`; an app may log it.
+public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// The feed's content: an ad skipped, a field dropped or defaulted.
+        case feed
+        /// The index: moved aside, a record dropped or repaired.
+        case index
+    }
+
+    public var kind: Kind
+    /// The ad it concerns, when there is one.
+    public var adID: String?
+    public var message: String
+
+    public init(_ kind: Kind, ad adID: String? = nil, _ message: String) {
+        self.kind = kind
+        self.adID = adID
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Where diagnostics go inside the library.
+typealias WarningSink = (Diagnostic) -> Void

@@ -14,7 +14,7 @@ private final class ErrorBox: @unchecked Sendable {
 }
 
 /// Small POSIX file helpers: what Foundation does not promise (fsync, errno in messages).
-public enum FileIO {
+enum FileIO {
     /// The message for the current errno, e.g. "No space left on device".
     static func errnoText(_ code: Int32 = errno) -> String {
         String(cString: strerror(code))
@@ -26,23 +26,23 @@ public enum FileIO {
         let text = "\(what): \(errnoText(code))"
         switch code {
         case ENOSPC, EIO, EDQUOT, EFBIG, EROFS: return .io(text)
-        default: return .cantCreate(text)
+        default: return .cacheUnwritable(text)
         }
     }
 
-    public static func exists(_ path: String) -> Bool {
+    static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }
 
     /// The size of a regular file, or nil.
-    public static func size(_ path: String) -> Int64? {
+    static func size(_ path: String) -> Int64? {
         var st = stat()
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int64(st.st_size)
     }
 
     /// A regular file's size and modification time (nanoseconds), or nil.
-    public static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
+    static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
         var st = stat()
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         // Saturating: a file dated past 2262 (touch -d) must not overflow nanoseconds.
@@ -52,19 +52,19 @@ public enum FileIO {
     }
 
     /// Reads a whole file, refusing one larger than `limit` bytes.
-    public static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
+    static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
         var out = [UInt8]()
         try forEachBlock(ofFile: path) { block in
             out.append(contentsOf: block)
             if Int64(out.count) > limit {
-                throw AdCacheError.badData("\(path) is larger than the limit of \(limit) bytes")
+                throw AdCacheError.io("\(path) is larger than the limit of \(limit) bytes")
             }
         }
         return out
     }
 
     /// Calls `body` with each block of a file, in order.
-    public static func forEachBlock(ofFile path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    static func forEachBlock(ofFile path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
         defer { close(fd) }
@@ -81,7 +81,7 @@ public enum FileIO {
     }
 
     /// The first `count` bytes of a file (fewer if it is shorter).
-    public static func head(_ path: String, count: Int = 32) -> [UInt8] {
+    static func head(_ path: String, count: Int = 32) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return [] }
         defer { close(fd) }
@@ -108,7 +108,7 @@ public enum FileIO {
     /// new one: write a temporary in the same directory, fsync it, rename it over the target,
     /// fsync the directory. Callers serialise writes to one path (the index lock), so the
     /// temporary has a fixed name: one that a crash leaves behind is reused, never piles up.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+    static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent
         let temp = "\(path).tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -130,7 +130,7 @@ public enum FileIO {
 
     /// Writes a small file with no durability promise (a hint that may be lost in a crash).
     @discardableResult
-    public static func writeSimply(_ bytes: [UInt8], to path: String) -> Bool {
+    static func writeSimply(_ bytes: [UInt8], to path: String) -> Bool {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -139,7 +139,7 @@ public enum FileIO {
 
     /// Makes files durable, several at once (fsyncs issued together are committed together
     /// by the file system's journal). Returns the first failure.
-    public static func syncFiles(_ paths: [String]) -> AdCacheError? {
+    static func syncFiles(_ paths: [String]) -> AdCacheError? {
         guard !paths.isEmpty else { return nil }
         let errors = ErrorBox()
         DispatchQueue.concurrentPerform(iterations: min(8, paths.count)) { worker in
@@ -153,7 +153,7 @@ public enum FileIO {
     }
 
     /// fsync of a directory, so that a rename in it survives a power loss.
-    public static func syncDirectory(_ dir: String) {
+    static func syncDirectory(_ dir: String) {
         let fd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
@@ -161,26 +161,26 @@ public enum FileIO {
     }
 
     /// mkdir -p; the error names the directory and the reason.
-    public static func makeDirectory(_ path: String) throws {
+    static func makeDirectory(_ path: String) throws {
         var isDir: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
             if isDir.boolValue { return }
-            throw AdCacheError.cantCreate("cannot create directory \(path): a file is in the way")
+            throw AdCacheError.cacheUnwritable("cannot create directory \(path): a file is in the way")
         }
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty, parent != path { try makeDirectory(parent) }
         if mkdir(path, 0o755) != 0, errno != EEXIST {
-            throw AdCacheError.cantCreate("cannot create directory \(path): \(errnoText())")
+            throw AdCacheError.cacheUnwritable("cannot create directory \(path): \(errnoText())")
         }
     }
 
     @discardableResult
-    public static func remove(_ path: String) -> Bool {
+    static func remove(_ path: String) -> Bool {
         unlink(path) == 0
     }
 
     /// The names in a directory (not . or ..); empty when it does not exist.
-    public static func list(_ dir: String) -> [String] {
+    static func list(_ dir: String) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
     }
 }

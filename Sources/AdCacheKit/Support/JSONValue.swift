@@ -37,18 +37,18 @@ public enum JSONValue: Codable, Equatable, Sendable {
         }
     }
 
-    public subscript(key: String) -> JSONValue? {
+    subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
         return nil
     }
 
-    public var stringValue: String? {
+    var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil
     }
 
     /// An integer, also when it comes as a string of digits (some servers send `"3"`).
-    public var integerValue: Int64? {
+    var integerValue: Int64? {
         switch self {
         case .int(let i): return i
         case .double(let d) where d == d.rounded() && abs(d) < 9e15: return Int64(d)
@@ -65,7 +65,7 @@ public enum JSONValue: Codable, Equatable, Sendable {
     }
 
     /// A short description of the JSON type, for warnings.
-    public var typeName: String {
+    var typeName: String {
         switch self {
         case .null: return "null"
         case .bool: return "a boolean"
@@ -77,14 +77,14 @@ public enum JSONValue: Codable, Equatable, Sendable {
     }
 
     /// Parses JSON bytes; the error says why in one line.
-    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+    static func parse(_ bytes: [UInt8]) throws -> JSONValue {
         do {
             return try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
         } catch let DecodingError.dataCorrupted(context) {
             let reason = (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            throw AdCacheError.badData("not valid JSON" + (reason.map { ": \($0)" } ?? ""))
+            throw AdCacheError.feedInvalid("not valid JSON" + (reason.map { ": \($0)" } ?? ""))
         } catch {
-            throw AdCacheError.badData("not valid JSON")
+            throw AdCacheError.feedInvalid("not valid JSON")
         }
     }
 }

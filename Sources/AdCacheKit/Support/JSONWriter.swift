@@ -1,6 +1,8 @@
+import Foundation
+
 /// Writes JSON with explicit nulls and keys in the order given (the machine interface of
 /// `next --json`, `list --json`, `prune --json`).
-public indirect enum JSONOut: Sendable {
+indirect enum JSONOut: Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -10,11 +12,11 @@ public indirect enum JSONOut: Sendable {
     case object([(String, JSONOut)])
     case raw(JSONValue)
 
-    public static func string(_ s: String?) -> JSONOut { s.map { .string($0) } ?? .null }
-    public static func int(_ i: Int64?) -> JSONOut { i.map { .int($0) } ?? .null }
-    public static func time(_ t: Double?) -> JSONOut { t.map { .string(Time.format($0)) } ?? .null }
+    static func string(_ s: String?) -> JSONOut { s.map { .string($0) } ?? .null }
+    static func int(_ i: Int64?) -> JSONOut { i.map { .int($0) } ?? .null }
+    static func time(_ t: Date?) -> JSONOut { t.map { .string(Time.format($0.timeIntervalSince1970)) } ?? .null }
 
-    public func render(indent: Int? = nil) -> String {
+    func render(indent: Int? = nil) -> String {
         var out = ""
         write(&out, indent: indent, level: 0)
         return out

@@ -20,9 +20,9 @@ struct CryptoAPI: @unchecked Sendable {
     static let libraryNames = ["libcrypto.so.3", "libcrypto.so"]
     #endif
 
-    /// libcrypto is a dependency of the package (libssl3): without it nothing can be
-    /// verified, so the process ends with one clear line (exit 70).
-    static let shared: CryptoAPI = {
+    /// The loaded library, or why it could not be loaded (SPEC §6: AdCacheKit never ends
+    /// the process; the error reaches the caller as `libraryMissing`).
+    static let shared: Result<CryptoAPI, AdCacheError> = {
         for name in libraryNames {
             guard let lib = dlopen(name, RTLD_NOW | RTLD_LOCAL) else { continue }
             func symbol<T>(_ s: String) -> T? { dlsym(lib, s).map { unsafeBitCast($0, to: T.self) } }
@@ -32,54 +32,54 @@ struct CryptoAPI: @unchecked Sendable {
                let d: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32 = symbol("EVP_DigestInit_ex"),
                let e: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32 = symbol("EVP_DigestUpdate"),
                let f: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32 = symbol("EVP_DigestFinal_ex") {
-                return CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f)
+                return .success(CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f))
             }
         }
-        let text = "adcache: error: cannot load libcrypto (\(libraryNames[0])); install libssl3\n"
-        _ = text.withCString { write(2, $0, strlen($0)) }
-        exit(ExitCode.software.rawValue)
+        return .failure(.libraryMissing("cannot load libcrypto (\(libraryNames[0])); install libssl3"))
     }()
 }
 
 /// Incremental SHA-256 through OpenSSL's EVP interface.
-public final class SHA256Hasher {
-    private let api = CryptoAPI.shared
+final class SHA256Hasher {
+    private let api: CryptoAPI
     private let context: OpaquePointer?
 
-    public init() {
+    /// Throws `libraryMissing` when libcrypto cannot be loaded.
+    init() throws {
+        api = try CryptoAPI.shared.get()
         context = api.newContext()
         _ = api.digestInit(context, api.sha256(), nil)
     }
 
     deinit { api.freeContext(context) }
 
-    public func update(_ bytes: UnsafeRawBufferPointer) {
+    func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         _ = api.digestUpdate(context, base, bytes.count)
     }
 
-    public func update<S: Sequence>(_ bytes: S) where S.Element == UInt8 {
+    func update<S: Sequence>(_ bytes: S) where S.Element == UInt8 {
         let array = Array(bytes)
         array.withUnsafeBytes { update($0) }
     }
 
     /// The digest as 64 lowercase hex digits. The hasher cannot be used afterwards.
-    public func finalizeHex() -> String {
+    func finalizeHex() -> String {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         _ = api.digestFinal(context, &digest, &length)
         return hexString(digest)
     }
 
-    public static func hex(_ string: String) -> String {
-        let h = SHA256Hasher()
+    static func hex(_ string: String) throws -> String {
+        let h = try SHA256Hasher()
         h.update(Array(string.utf8))
         return h.finalizeHex()
     }
 
     /// The SHA-256 of a file's contents, read in blocks; nil when it cannot be read.
-    public static func hex(ofFile path: String) -> String? {
-        let h = SHA256Hasher()
+    static func hex(ofFile path: String) -> String? {
+        guard let h = try? SHA256Hasher() else { return nil }
         return (try? FileIO.forEachBlock(ofFile: path) { h.update($0) }) == nil ? nil : h.finalizeHex()
     }
 }

@@ -7,11 +7,11 @@ import Foundation
 
 /// Times are Unix seconds (a Double, so milliseconds survive). This file reads the forms the
 /// feed and the command line accept, and writes RFC 3339.
-public enum Time {
+enum Time {
     /// Integers from this value up are milliseconds (SPEC §2).
-    public static let millisecondThreshold: Int64 = 100_000_000_000
+    static let millisecondThreshold: Int64 = 100_000_000_000
 
-    public static func fromInteger(_ i: Int64) -> Double {
+    static func fromInteger(_ i: Int64) -> Double {
         i >= millisecondThreshold ? Double(i) / 1000 : Double(i)
     }
 
@@ -25,7 +25,7 @@ public enum Time {
 
     /// A feed or command-line time: an integer (seconds or milliseconds, also as a string of
     /// digits) or an RFC 3339 string with a zone offset; nil outside `supported`.
-    public static func parse(_ value: JSONValue) -> Double? {
+    static func parse(_ value: JSONValue) -> Double? {
         var t: Double?
         if let i = value.integerValue {
             t = fromInteger(i)
@@ -41,13 +41,13 @@ public enum Time {
         t.isNaN ? 0 : min(max(t, supported.lowerBound), supported.upperBound)
     }
 
-    public static func parse(_ text: String) -> Double? {
+    static func parse(_ text: String) -> Double? {
         parse(.string(text))
     }
 
     /// RFC 3339: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`. `t` and a space are accepted for
     /// `T`, as RFC 3339 allows. A date-time without a zone is rejected.
-    public static func parseRFC3339(_ text: String) -> Double? {
+    static func parseRFC3339(_ text: String) -> Double? {
         let b = Array(text.utf8)
         func num(_ from: Int, _ len: Int) -> Int? {
             guard from + len <= b.count else { return nil }
@@ -102,7 +102,7 @@ public enum Time {
     }
 
     /// RFC 3339 in UTC, with milliseconds only when there are some.
-    public static func format(_ t: Double) -> String {
+    static func format(_ t: Double) -> String {
         let t = clamped(t)
         let whole = Int(t.rounded(.down))
         let ms = Int(((t - Double(whole)) * 1000).rounded())
@@ -119,7 +119,7 @@ public enum Time {
     /// The local calendar day (days since 1970-01-01 in the device's time zone, `TZ`).
     /// Read through libc's localtime_r: Foundation's TimeZone.current would load ICU, which
     /// costs `next` more than everything else it does.
-    public static func localDay(_ t: Double) -> Int {
+    static func localDay(_ t: Double) -> Int {
         let t = clamped(t)
         var seconds = time_t(t.rounded(.down))
         var parts = tm()
@@ -128,7 +128,7 @@ public enum Time {
     }
 
     /// The calendar day of `t` in `timeZone`.
-    public static func localDay(_ t: Double, timeZone: TimeZone) -> Int {
+    static func localDay(_ t: Double, timeZone: TimeZone) -> Int {
         let t = clamped(t)
         let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: t))
         return Int(((t + Double(offset)) / 86400).rounded(.down))

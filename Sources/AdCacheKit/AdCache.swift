@@ -1,0 +1,253 @@
+import Foundation
+
+/// A splash-ad cache: the one type an app (or the `adcache` command line) uses.
+///
+/// ```swift
+/// let cache = AdCache(.init(directory: AdCache.Configuration.defaultDirectory()))
+/// _ = try cache.fetch(FetchOptions(feed: "https://ads.example.com/splash.json"))   // from a background job
+/// if case .show(let ad) = try cache.next() { showSplash(ad.path, seconds: ad.duration) }
+/// ```
+///
+/// Every call is synchronous, returns a value, and throws only `AdCacheError`. Warnings go to
+/// the configuration's `diagnostics`; time comes from its `clock`, so a test (or a preview
+/// "as of" some date) uses the same path as production. `next`, `list` and `prune` never
+/// touch the network; only `fetch` does.
+public final class AdCache {
+    public struct Configuration: Sendable {
+        /// The cache directory; created by the first fetch.
+        public var directory: String
+        /// Now. Expiry, schedules and the dates of shows are read from it.
+        public var clock: @Sendable () -> Date
+        /// Where warnings go.
+        public var diagnostics: @Sendable (Diagnostic) -> Void
+
+        public init(directory: String, clock: @escaping @Sendable () -> Date = { Date() },
+                    diagnostics: @escaping @Sendable (Diagnostic) -> Void = { _ in }) {
+            self.directory = directory
+            self.clock = clock
+            self.diagnostics = diagnostics
+        }
+
+        /// `$ADCACHE_DIR`, else `$XDG_CACHE_HOME/adcache`, else `~/.cache/adcache` (SPEC §3).
+        public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+            CacheStore.defaultDirectory(environment: environment)
+        }
+    }
+
+    public let configuration: Configuration
+    let store: CacheStore
+
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+        store = CacheStore(directory: configuration.directory)
+    }
+
+    var now: Double { configuration.clock().timeIntervalSince1970 }
+
+    /// Downloads the feed, then every unexpired ad's asset, then commits the index. The
+    /// report says what became of each ad; `isComplete` is false when some asset failed or
+    /// is still pending (the rest is committed). Throws when the feed cannot be fetched or
+    /// read (the cache is then unchanged), when another fetch runs, or when the disk fails.
+    public func fetch(_ options: FetchOptions = FetchOptions(), progress: ((FetchProgress) -> Void)? = nil) throws -> FetchReport {
+        try options.validate()
+        let fetcher = Fetcher(store: store, options: options, warn: configuration.diagnostics)
+        fetcher.now = { [configuration] in configuration.clock().timeIntervalSince1970 }
+        fetcher.onProgress = progress
+        return try fetcher.run()
+    }
+
+    /// What this launch shows, with the show recorded (unless `options.peek`) before it
+    /// returns. Never touches the network.
+    public func next(_ options: NextOptions = NextOptions()) throws -> NextResult {
+        try Selector(store: store, warn: configuration.diagnostics).decide(options, at: now)
+    }
+
+    /// Deletes what can no longer be shown, then evicts to `options.maxSize`.
+    public func prune(_ options: PruneOptions = PruneOptions()) throws -> PruneReport {
+        try Pruner(store: store, warn: configuration.diagnostics).run(options, at: now)
+    }
+
+    /// Every ad the cache knows, with its state now.
+    public func list() throws -> [ListedAd] {
+        try store.listing(at: now, warn: configuration.diagnostics)
+    }
+
+    /// Removes every cached ad and file (the directory stays); returns how many files went.
+    public func clear() throws -> Int {
+        try store.clear()
+    }
+
+    /// This version of adcache.
+    public static let version = AdCacheVersion.string
+
+    /// The default User-Agent: `adcache/<version> libcurl/<version>` (loads libcurl).
+    public static var userAgent: String { defaultUserAgent() }
+
+    /// A time as the feed and the command line write it: RFC 3339 with a zone offset, or
+    /// integer Unix seconds (milliseconds from 100000000000 up). Nil for anything else.
+    public static func parseTime(_ text: String) -> Date? {
+        Time.parse(text).map { Date(timeIntervalSince1970: $0) }
+    }
+}
+
+// MARK: Options
+
+/// How `fetch` runs.
+public struct FetchOptions: Sendable {
+    /// The feed: an http or https URL, a `file:` URL or a path. Nil repeats the last
+    /// successful fetch's feed.
+    public var feed: String?
+    /// The settings every transfer of the run shares (internal knobs included).
+    var transfer = TransferSettings()
+    /// Give up on one transfer after this many seconds.
+    public var timeout: Double {
+        get { transfer.timeout }
+        set { transfer.timeout = newValue }
+    }
+    /// Stop the whole run this many seconds after it starts; what finished is kept.
+    public var deadline: Double?
+    /// Transfers at once, 1 to 64.
+    public var parallel: Int {
+        get { transfer.parallel }
+        set { transfer.parallel = newValue }
+    }
+    /// Retries of a transient failure, 0 to 20.
+    public var retries: Int {
+        get { transfer.retries }
+        set { transfer.retries = newValue }
+    }
+    /// Refuse an asset larger than this many bytes.
+    public var maxAssetSize: Int64 = 100 << 20
+    /// Refuse a feed larger than this many bytes.
+    public var maxFeedSize: Int64 = 8 << 20
+    /// Extra `Name: value` headers for the feed request only.
+    public var headers: [String] = []
+    /// The User-Agent of every request; nil is `AdCache.userAgent`.
+    public var userAgent: String? {
+        get { transfer.userAgent }
+        set { transfer.userAgent = newValue }
+    }
+    /// Trust the CA certificates in this file instead of the system's.
+    public var caFile: String? {
+        get { transfer.caFile }
+        set { transfer.caFile = newValue }
+    }
+    /// Sleep a random 0 to `jitter` seconds first (for fleets of devices).
+    public var jitter: Double = 0
+
+    public init(feed: String? = nil) {
+        self.feed = feed
+    }
+
+    /// The ranges an app could get wrong; the command line checks them first, with its own
+    /// messages.
+    func validate() throws {
+        func check(_ ok: Bool, _ what: String) throws {
+            if !ok { throw AdCacheError.invalidRequest(what) }
+        }
+        try check(timeout > 0 && timeout.isFinite, "the timeout must be a positive number of seconds")
+        try check(deadline.map { $0 > 0 && $0.isFinite } ?? true, "the deadline must be a positive number of seconds")
+        try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
+        try check((0...20).contains(retries), "retries must be 0 to 20")
+        try check(maxAssetSize >= 0 && maxFeedSize >= 0, "size limits cannot be negative")
+        try check(jitter >= 0 && jitter <= 86400 * 365, "the jitter must be 0 to a year of seconds")
+        for h in headers {
+            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
+                throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
+            }
+        }
+    }
+}
+
+/// What `next` picks from.
+public struct NextOptions: Sendable {
+    /// Do not record the show.
+    public var peek = false
+    /// Only ads of this type.
+    public var type: AdType?
+    /// Only ads for this placement.
+    public var placement = FeedAd.defaultPlacement
+    /// Show nothing if any ad was shown less than this many seconds ago.
+    public var cooldown: Double?
+
+    public init(peek: Bool = false, type: AdType? = nil, placement: String = "splash", cooldown: Double? = nil) {
+        self.peek = peek
+        self.type = type
+        self.placement = placement
+        self.cooldown = cooldown
+    }
+}
+
+/// What `prune` may remove.
+public struct PruneOptions: Sendable {
+    /// Then evict ready ads until `assets/` holds at most this many bytes.
+    public var maxSize: Int64?
+    /// Say what would be removed; remove nothing.
+    public var dryRun = false
+
+    public init(maxSize: Int64? = nil, dryRun: Bool = false) {
+        self.maxSize = maxSize
+        self.dryRun = dryRun
+    }
+}
+
+// MARK: Results
+
+/// What `next` decided.
+public enum NextResult: Sendable {
+    /// Show this ad (the show is recorded unless peeking).
+    case show(ShownAd)
+    /// No ad is eligible: show a default splash, if any.
+    case nothingEligible
+    /// An ad was shown less than `cooldown` ago: show nothing at all.
+    case coolingDown
+}
+
+/// The ad a launch shows.
+public struct ShownAd: Sendable {
+    public var id: String
+    /// The asset's absolute path.
+    public var path: String
+    public var type: AdType?
+    public var placement: String
+    /// Countdown seconds, 3 to 5.
+    public var duration: Int
+    public var clickUrl: String?
+    /// Shows left after this one (as it stands when peeking); nil is unlimited.
+    public var remainingShows: Int64?
+    public var expires: Date?
+    public var priority: Int64
+    /// The feed's `meta`, untouched.
+    public var meta: JSONValue?
+}
+
+/// One ad as `list` shows it.
+public struct ListedAd: Sendable {
+    public var id: String
+    public var url: String
+    public var type: AdType?
+    public var placement: String
+    public var state: AdState
+    /// Shows so far.
+    public var shows: Int64
+    /// Nil is unlimited.
+    public var maxShows: Int64?
+    public var priority: Int64
+    public var start: Date?
+    public var expires: Date?
+    public var lastShown: Date?
+    /// Nil until downloaded.
+    public var bytes: Int64?
+    /// The asset's absolute path; nil until downloaded.
+    public var path: String?
+    /// Why the last fetch failed for this ad.
+    public var error: String?
+}
+
+/// Where a fetch is: asset transfers done of all, bytes received, seconds since it began.
+public struct FetchProgress: Sendable {
+    public var bytes: Int64
+    public var done: Int
+    public var total: Int
+    public var elapsed: Double
+}
