@@ -203,7 +203,7 @@ import TestSupport
             }
             var bytes = Array(lines.joined(separator: "\n").utf8)
             if rng.next() % 4 == 0 {
-                for _ in 0..<(1 + Int(rng.next() % 3)) {
+                for _ in 0..<(1 + Int(rng.next() % 3)) where !bytes.isEmpty {
                     let pos = Int(rng.next() % UInt64(bytes.count))
                     switch rng.next() % 3 {
                     case 0: bytes[pos] = alphabet[Int(rng.next() % UInt64(alphabet.count))]

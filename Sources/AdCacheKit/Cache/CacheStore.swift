@@ -222,7 +222,7 @@ enum IndexCoder {
     }
 
     static func encode(_ index: CacheIndex) throws -> [UInt8] {
-        var w = JSONBytesWriter(capacity: 512 + index.ads.count * 700)
+        var w = JSONWriter(indent: 2, capacity: 512 + index.ads.count * 700)
         w.beginObject()
         w.key("ads")
         w.beginArray()
@@ -372,7 +372,7 @@ extension AdRecord {
         return nil
     }
 
-    func write(_ w: inout JSONBytesWriter) {
+    func write(_ w: inout JSONWriter) {
         w.beginObject()
         w.field("bytes", bytes)
         w.field("clickUrl", clickUrl)
