@@ -75,7 +75,7 @@ enum ListCommand: Command {
         let code: String
         switch state {
         case .ready: code = "32"
-        case .scheduled: code = "36"
+        case .scheduled, .resting: code = "36"
         case .pending: code = "33"
         case .failed, .missing: code = "31"
         case .expired, .exhausted, .withdrawn: code = "2"

@@ -466,6 +466,21 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.isComplete)
     }
 
+    @Test func adsThatCanNeverBeShownAreNotDownloaded() throws {
+        let h = try FetchHarness()
+        h.put("/zero.jpg", Media.jpeg())
+        h.put("/ok.jpg", Media.jpeg(seed: 5))
+        h.feed(#"[{"id":"zero","url":"zero.jpg","maxShows":0},{"id":"ok","url":"ok.jpg","maxShows":1}]"#)
+        let report = try h.fetch()
+        #expect(report.ads.map(\.outcome) == [.exhausted, .downloaded])
+        #expect(h.server.requests(to: "/zero.jpg").isEmpty)
+        #expect(try h.cache.shown()?.id == "ok")
+        h.put("/ok.jpg", Media.jpeg(seed: 6))   // a new version of an exhausted ad: not fetched
+        let again = try h.fetch()
+        #expect(again.ads.map(\.outcome) == [.exhausted, .exhausted])
+        #expect(h.server.requests(to: "/ok.jpg").count == 1)
+    }
+
     @Test func twoAdsWithOneURLShareOneFileAndOneRequest() throws {
         let h = try FetchHarness()
         h.put("/same.jpg", Media.jpeg())

@@ -208,9 +208,30 @@ final class Collected: @unchecked Sendable {
             f.ready("withdrawn") { $0.state = .withdrawn },
             f.ready("pending") { $0.state = .pending; $0.file = nil },
             f.ready("failed") { $0.state = .failed; $0.file = nil; $0.error = "HTTP 404" },
+            f.ready("resting") { $0.maxShowsPerDay = 1; $0.showDay = Time.localDay(now); $0.showsOnDay = 1 },
         ])
-        let entries = try f.store.listing(at: now, warn: { _ in })
+        let entries = try f.cache(at: now).list()
         #expect(entries.map(\.state.rawValue) == entries.map(\.id))
         #expect(ListedAd.json(entries).contains(#""error": "HTTP 404""#))
+    }
+
+    /// `list` and `next` agree: every ad `list` calls ready is one `next` may show, and no
+    /// other (the rule lives in one place).
+    @Test func listAndNextAgreeOnWhatIsReady() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([
+            f.ready("capped") { $0.maxShowsPerDay = 2; $0.showDay = Time.localDay(now); $0.showsOnDay = 2 },
+            f.ready("interval") { $0.minInterval = 600; $0.lastShown = now - 60 },
+            f.ready("later") { $0.start = now + 10 },
+            f.ready("ok-a") { $0.minInterval = 600; $0.lastShown = now - 601 },
+            f.ready("ok-b") { $0.maxShowsPerDay = 2; $0.showDay = Time.localDay(now) - 1; $0.showsOnDay = 2 },
+        ])
+        let listed = try f.cache(at: now).list()
+        #expect(listed.filter { $0.state == .resting }.map(\.id) == ["capped", "interval"])
+        let ready = Set(listed.filter { $0.state == .ready }.map(\.id))
+        var shown = Set<String>()
+        for _ in 0..<4 { if let ad = try f.cache(at: now).shown(NextOptions(peek: true)) { shown.insert(ad.id) }; _ = try f.cache(at: now).shown() }
+        #expect(ready == ["ok-a", "ok-b"])
+        #expect(shown.isSubset(of: ready) && !shown.isEmpty)
     }
 }

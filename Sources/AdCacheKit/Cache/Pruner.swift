@@ -42,6 +42,7 @@ final class Pruner {
     func run(_ options: PruneOptions, at t: Double) throws -> PruneReport {
         var report = PruneReport(dryRun: options.dryRun)
         guard store.exists else { return report }
+        let day = Time.localDay(t)
         // A running fetch may have moved a finished download into assets/ that it has not
         // committed yet, and owns the files in partial/: leave both alone while it runs.
         let fetchRunning = store.fetchIsRunning()
@@ -61,7 +62,7 @@ final class Pruner {
             var kept: [AdRecord] = []
             var dropped: [(AdRecord, String)] = []
             for var r in index.ads {
-                let state = r.displayState(at: t, filePresent: true)
+                let state = r.state(at: t, day: day, filePresent: true)
                 switch state {
                 case .withdrawn, .expired:
                     dropped.append((r, state.rawValue))

@@ -171,13 +171,17 @@ final class Fetcher {
         for name in assetNames where AssetName.isValid(name) { recoverable[AssetName.urlHash(name)] = name }
 
         for ad in ads {
-            if let expires = ad.expires, expires <= t {
+            // What the commit will record for this ad: if it can never be shown, no download.
+            var record = byID[ad.id] ?? AdRecord(ad: ad)
+            record.apply(ad)
+            switch record.finished(at: t) {
+            case .expired?:
                 results[ad.id] = AssetResult(outcome: .expired)
                 continue
-            }
-            if let max = ad.maxShows, let known = byID[ad.id], known.shows >= max {
+            case .exhausted?:
                 results[ad.id] = AssetResult(outcome: .exhausted)
                 continue
+            default: break
             }
             if let j = jobByURL[ad.url] {
                 jobs[j].ads.append(ad)

@@ -1,22 +1,41 @@
 /// The states `list` shows (SPEC §4), derived from the stored state, the clock and the file.
 public enum AdState: String, Sendable, CaseIterable {
-    case ready, scheduled, expired, exhausted, withdrawn, pending, failed, missing
+    case ready, scheduled, resting, expired, exhausted, withdrawn, pending, failed, missing
 }
 
+/// The one place that decides whether an ad can be shown: `next` shows only `ready` ads,
+/// `list` prints the state, `fetch` downloads nothing `finished`, `prune` deletes it.
 extension AdRecord {
-    /// What a person should see for this ad at time `t`. `filePresent` says whether its file
-    /// is in `assets/` with its recorded size.
-    func displayState(at t: Double, filePresent: Bool) -> AdState {
-        if state == .withdrawn { return .withdrawn }
+    /// Why this ad can never be shown again, if it cannot: past its `expires`, or every show
+    /// used (`maxShows: 0` included). A clock set back never undoes a count.
+    func finished(at t: Double) -> AdState? {
         if let e = expires, e <= t { return .expired }
         if let m = maxShows, shows >= m { return .exhausted }
+        return nil
+    }
+
+    /// Showable, but not now: today's cap reached, or `minInterval` not passed since the last
+    /// show (either way, if the clock jumped).
+    func resting(at t: Double, day: Int) -> Bool {
+        if let cap = maxShowsPerDay, showsOn(day: day) >= cap { return true }
+        if let interval = minInterval, let last = lastShown, abs(t - last) < Double(interval) { return true }
+        return false
+    }
+
+    /// The state at `t` (`day`: its local day), the first that applies of: withdrawn,
+    /// expired, exhausted, failed, pending, missing, scheduled, resting, ready.
+    /// `filePresent` says whether its file is in `assets/` as committed.
+    func state(at t: Double, day: Int, filePresent: Bool) -> AdState {
+        if state == .withdrawn { return .withdrawn }
+        if let done = finished(at: t) { return done }
         switch state {
         case .pending: return .pending
         case .failed: return .failed
         default: break
         }
-        if !filePresent { return .missing }
+        if !filePresent || file == nil { return .missing }
         if let s = start, s > t { return .scheduled }
+        if resting(at: t, day: day) { return .resting }
         return .ready
     }
 }

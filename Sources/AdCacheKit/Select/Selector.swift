@@ -5,14 +5,8 @@ enum SelectionPolicy {
     /// Eligible (SPEC §4), apart from the file check, which the caller makes last because it
     /// costs a `stat`.
     static func isEligible(_ r: AdRecord, at t: Double, day: Int, options: NextOptions) -> Bool {
-        guard r.state == .ready, r.file != nil, r.placement == options.placement else { return false }
-        if let want = options.type, r.type != want { return false }
-        if let s = r.start, s > t { return false }
-        if let e = r.expires, e <= t { return false }
-        if let m = r.maxShows, r.shows >= m { return false }
-        if let cap = r.maxShowsPerDay, r.showsOn(day: day) >= cap { return false }
-        if let interval = r.minInterval, let last = r.lastShown, abs(t - last) < Double(interval) { return false }
-        return true
+        guard r.placement == options.placement, options.type == nil || r.type == options.type else { return false }
+        return r.state(at: t, day: day, filePresent: true) == .ready
     }
 
     /// The order of preference: highest priority; then least recently shown (never shown

@@ -67,8 +67,9 @@ extension CacheStore {
     /// The cache at a glance, as of `t`.
     func listing(at t: Double, warn: WarningSink) throws -> [ListedAd] {
         guard exists else { return [] }
+        let day = Time.localDay(t)
         return try load(warn: warn).ads.map { r in
-            let state = r.displayState(at: t, filePresent: filePresent(r))
+            let state = r.state(at: t, day: day, filePresent: filePresent(r))
             func date(_ t: Double?) -> Date? { t.map(Date.init(timeIntervalSince1970:)) }
             return ListedAd(id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,
                             maxShows: r.maxShows, priority: r.priority, start: date(r.start), expires: date(r.expires),
