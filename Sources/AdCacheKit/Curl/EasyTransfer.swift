@@ -27,7 +27,6 @@ final class EasyTransfer {
     /// Bytes received in this attempt (all bodies), for the progress line.
     private(set) var received: Int64 = 0
 
-    static func validatorPath(_ path: String) -> String { path + ".validator" }
 
     init?(api: CurlAPI, request: TransferRequest, index: Int, attempt: Int, settings: TransferSettings) {
         guard let h = api.easyInit() else { return nil }
@@ -73,15 +72,11 @@ final class EasyTransfer {
         var headers = request.headers
         if let etag = request.ifNoneMatch { headers.append("If-None-Match: \(etag)") }
         if let date = request.ifModifiedSince { headers.append("If-Modified-Since: \(date)") }
-        if case .file(let path) = request.destination, !request.allowFile {
+        if case .file(let partial) = request.destination, !request.allowFile, let resume = partial.resumePoint() {
             // Resume what an earlier attempt left, when we know which version it holds.
-            if let size = FileIO.size(path), size > 0,
-               let validator = try? FileIO.read(Self.validatorPath(path), limit: 1024),
-               !validator.isEmpty {
-                resumeOffset = size
-                set(CURLOPT_RANGE, "\(size)-")
-                headers.append("If-Range: \(String(decoding: validator, as: UTF8.self))")
-            }
+            resumeOffset = resume.offset
+            set(CURLOPT_RANGE, "\(resume.offset)-")
+            headers.append("If-Range: \(resume.validator)")
         }
         for line in headers { headerList = api.slistAppend(headerList, line) }
         if headerList != nil { adc_easy_setopt_slist(api.setopt, handle, CURLOPT_HTTPHEADER, headerList) }
@@ -157,34 +152,28 @@ final class EasyTransfer {
     private func startBody() -> Bool {
         let status = statusCode
         writingBody = (200...299).contains(status)
-        guard writingBody, case .file(let path) = request.destination else { return true }
-        let validatorPath = Self.validatorPath(path)
+        guard writingBody, case .file(let partial) = request.destination else { return true }
         if status == 206 && resumeOffset > 0 {
             // The continuation: it must start where our file ends.
             let range = response.headers["content-range"] ?? ""
             guard range.lowercased().hasPrefix("bytes \(resumeOffset)-") else {
                 failure = .other("the server sent an unexpected range (\(range.isEmpty ? "none" : range))")
-                FileIO.remove(path)
-                FileIO.remove(validatorPath)
+                partial.discard()
                 return false
             }
             response.resumed = true
-            fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+            fd = partial.openForAppend()
             hasher = newHasher()
-            try? FileIO.forEachBlock(ofFile: path) { hasher?.update($0) }
-            response.fileHead = FileIO.head(path, count: 16)
+            try? FileIO.forEachBlock(ofFile: partial.path) { hasher?.update($0) }
+            response.fileHead = FileIO.head(partial.path, count: 16)
         } else {
-            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            hasher = newHasher()
             // Remember which version this file holds, so an interruption can resume it.
-            FileIO.remove(validatorPath)
-            if let v = resumeValidator() {
-                FileIO.writeSimply(Array(v.utf8), to: validatorPath)
-            }
+            fd = partial.openFresh(validator: resumeValidator())
+            hasher = newHasher()
         }
         guard fd >= 0 else {
             let e = errno
-            failure = .writeFailed("\(path): \(FileIO.errnoText(e))", errno: e)
+            failure = .writeFailed("\(partial.path): \(FileIO.errnoText(e))", errno: e)
             return false
         }
         return true
@@ -233,10 +222,10 @@ final class EasyTransfer {
         } else if !(200...299).contains(response.status) {
             response.error = .httpStatus(response.status)
         }
-        if response.error == nil, case .file(let path) = request.destination, (200...299).contains(response.status) {
+        if response.error == nil, case .file(let partial) = request.destination, (200...299).contains(response.status) {
             if !bodyStarted {
                 // An empty body: the file was never opened; make it exist, empty.
-                let f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                let f = partial.openFresh(validator: nil)
                 if f >= 0 { close(f) }
                 hasher = newHasher()
             }

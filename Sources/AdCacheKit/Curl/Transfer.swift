@@ -4,11 +4,9 @@ struct TransferRequest: Sendable {
     enum Destination: Sendable {
         /// Kept in memory (the feed), at most `maxBytes`.
         case memory
-        /// Streamed to a file (an asset in `partial/`). An interrupted download leaves the
-        /// file and, beside it, `<path>.validator` (the response's strong ETag or
-        /// Last-Modified); the next transfer to the same path resumes it with `Range` +
-        /// `If-Range`.
-        case file(path: String)
+        /// Streamed to a partial download (an asset in `partial/`), which an interrupted
+        /// transfer leaves for the next one to resume.
+        case file(PartialDownload)
     }
 
     var url: String

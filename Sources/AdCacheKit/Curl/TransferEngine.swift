@@ -132,9 +132,8 @@ final class TransferEngine {
     /// never past the deadline. A 416 to a resume starts over at once.
     func retryDelay(_ r: TransferResponse, attempt: Int, request: TransferRequest) -> Double? {
         guard let error = r.error else { return nil }
-        if case .httpStatus(416) = error, case .file(let path) = request.destination, attempt == 0 {
-            FileIO.remove(path)
-            FileIO.remove(EasyTransfer.validatorPath(path))
+        if case .httpStatus(416) = error, case .file(let partial) = request.destination, attempt == 0 {
+            partial.discard()   // our resume point is past the end: start over at once
             return 0
         }
         guard error.isTransient, attempt < settings.retries else { return nil }

@@ -195,7 +195,7 @@ final class Fetcher {
                 continue
             }
             let hash = try SHA256Hasher.hex(ad.url)
-            var request = TransferRequest(url: ad.url, destination: .file(path: store.partialDirectory + "/\(hash).part"),
+            var request = TransferRequest(url: ad.url, destination: .file(PartialDownload(path: store.partialDirectory + "/\(hash).part")),
                                           maxBytes: options.maxAssetSize)
             request.allowFile = ad.url.hasPrefix("file:")
             if let cached, ad.sha256 == nil {  // a feed sha256 that differs means the file is stale
@@ -267,10 +267,7 @@ final class Fetcher {
             return AssetResult(outcome: .failed, error: "\(ad.url): not streamed to a file")
         }
         func failed(_ message: String, keepPartial: Bool = false) -> AssetResult {
-            if !keepPartial {
-                FileIO.remove(partial)
-                FileIO.remove(EasyTransfer.validatorPath(partial))
-            }
+            if keepPartial { partial.keepIfResumable() } else { partial.discard() }
             return AssetResult(outcome: .failed, error: message)
         }
         if let error = response.error {
@@ -279,12 +276,11 @@ final class Fetcher {
             }
             if case .writeFailed(let text, let code) = error {
                 // The disk, not the network: the partial file goes, and the run ends in 74.
-                var r = failed("cannot write \(partial): \(text)")
-                r.ioError = FileIO.writeError("cannot write \(partial)", code)
+                var r = failed("cannot write \(partial.path): \(text)")
+                r.ioError = FileIO.writeError("cannot write \(partial.path)", code)
                 return r
             }
-            let resumable = FileIO.exists(EasyTransfer.validatorPath(partial))
-            return failed("\(ad.url): \(error)", keepPartial: resumable)
+            return failed("\(ad.url): \(error)", keepPartial: true)
         }
         if response.notModified, let c = job.cached {
             return AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
@@ -313,10 +309,9 @@ final class Fetcher {
             return failed("\(ad.url): cannot name the file (libcrypto)")
         }
         let target = store.assetPath(name)
-        guard rename(partial, target) == 0 else {
+        guard partial.commit(to: target) else {
             return failed("cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
         }
-        FileIO.remove(EasyTransfer.validatorPath(partial))
         let stamp = FileIO.stamp(target)
         let lastModified = job.request.allowFile ? localStamp(ad.url) : response.headers["last-modified"]
         return AssetResult(outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,

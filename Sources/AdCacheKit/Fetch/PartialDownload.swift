@@ -1,0 +1,58 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A download in `partial/`: the file, and beside it `<file>.validator`, the strong ETag (or
+/// Last-Modified) of the version the file holds. Every decision about a partial download
+/// lives here: resume it (`Range` + `If-Range`), keep it for the next run, discard it, or
+/// move it into `assets/` once validated.
+struct PartialDownload: Sendable, Equatable {
+    let path: String
+
+    var validatorPath: String { path + ".validator" }
+
+    /// Where a resumed transfer continues and the `If-Range` validator: only a non-empty
+    /// file whose version is known. Nil: start from the beginning.
+    func resumePoint() -> (offset: Int64, validator: String)? {
+        guard let size = FileIO.size(path), size > 0,
+              let validator = try? FileIO.read(validatorPath, limit: 1024), !validator.isEmpty else { return nil }
+        return (size, String(decoding: validator, as: UTF8.self))
+    }
+
+    /// True when an interruption leaves something the next run can resume.
+    var isResumable: Bool { FileIO.exists(validatorPath) }
+
+    /// Opens the file to continue it; -1 on failure (errno set).
+    func openForAppend() -> Int32 {
+        open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+    }
+
+    /// Starts the file over for a new body, remembering which version it will hold (`nil`:
+    /// a response without a usable validator, which cannot be resumed). -1 on failure.
+    func openFresh(validator: String?) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        FileIO.remove(validatorPath)
+        if let validator { FileIO.writeSimply(Array(validator.utf8), to: validatorPath) }
+        return fd
+    }
+
+    /// Drops the file and its validator: the next attempt starts over.
+    func discard() {
+        FileIO.remove(path)
+        FileIO.remove(validatorPath)
+    }
+
+    /// After a failure: kept when it can be resumed, else discarded.
+    func keepIfResumable() {
+        if !isResumable { discard() }
+    }
+
+    /// Moves the finished, validated file to `target`; false with errno set when it cannot.
+    func commit(to target: String) -> Bool {
+        guard rename(path, target) == 0 else { return false }
+        FileIO.remove(validatorPath)
+        return true
+    }
+}
