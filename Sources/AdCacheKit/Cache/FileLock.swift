@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 
 /// An advisory `flock` on a file, released on close. Not shared between threads.
 final class FileLock {
@@ -65,12 +66,3 @@ final class FileLock {
         return Int32(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
-
-/// Seconds on a clock that never jumps (for timeouts, not for dates).
-func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
-import Foundation

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Image or video: the two kinds of splash asset.
 public enum AdType: String, Sendable, CaseIterable {
     case image, video
@@ -55,5 +57,3 @@ enum MediaFormat: String, Sendable {
         return nil
     }
 }
-
-import Foundation

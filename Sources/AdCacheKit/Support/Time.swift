@@ -166,31 +166,9 @@ enum Time {
     }
 }
 
-/// SIZE on the command line: bytes, optionally with K, M or G (powers of 1024).
-public enum ByteSize {
-    public static func parse(_ text: String) -> Int64? {
-        var digits = Substring(text)
-        var scale: Int64 = 1
-        switch digits.last {
-        case "k", "K": scale = 1 << 10
-        case "m", "M": scale = 1 << 20
-        case "g", "G": scale = 1 << 30
-        default: break
-        }
-        if scale != 1 { digits = digits.dropLast() }
-        guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
-              let v = Int64(digits) else { return nil }
-        let (r, overflow) = v.multipliedReportingOverflow(by: scale)
-        return overflow ? nil : r
-    }
-
-    /// 1536 → "1.5K", as `ls -h` does.
-    public static func human(_ bytes: Int64) -> String {
-        let units = ["B", "K", "M", "G", "T"]
-        var v = Double(bytes)
-        var u = 0
-        while v >= 1024, u < units.count - 1 { v /= 1024; u += 1 }
-        if u == 0 { return "\(bytes)B" }
-        return v < 10 ? String(format: "%.1f", v) + units[u] : "\(Int(v.rounded()))\(units[u])"
-    }
+/// Seconds on a clock that never jumps (for timeouts and deadlines, not for dates).
+func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import AdCacheKit
+
+@Suite struct PrunerTests {
+    let now = 1_803_859_200.0
+
+    func prune(_ f: CacheFixture, maxSize: Int64? = nil, dryRun: Bool = false) throws -> PruneReport {
+        try f.cache(at: now).prune(PruneOptions(maxSize: maxSize, dryRun: dryRun))
+    }
+
+    @Test func removesExpiredWithdrawnAndOrphansKeepsExhaustedRecord() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        let expired = f.ready("expired") { $0.expires = now - 1 }
+        let withdrawn = f.ready("withdrawn") { $0.state = .withdrawn }
+        let exhausted = f.ready("exhausted") { $0.maxShows = 2; $0.shows = 2 }
+        let keep = f.ready("keep")
+        try f.save([expired, withdrawn, exhausted, keep])
+        FileManager.default.createFile(atPath: f.store.assetPath("orphan.png"), contents: Data(Media.png(50)))
+        FileManager.default.createFile(atPath: f.store.partialDirectory + "/\(String(repeating: "0", count: 64)).part", contents: Data([1, 2, 3]))
+
+        let report = try prune(f)
+        #expect(Set(report.removed.map(\.reason)) == ["expired", "withdrawn", "exhausted", "orphan", "partial"])
+        #expect(report.bytesFreed == 100 * 3 + 50 + 3)
+        let ids = try f.index().ads.map(\.id)
+        #expect(ids == ["exhausted", "keep"])
+        #expect(try f.index().ads[0].file == nil && f.index().ads[0].shows == 2)
+        #expect(FileIO.list(f.store.assetsDirectory) == [keep.file!])
+        #expect(FileIO.list(f.store.partialDirectory).isEmpty)
+    }
+
+    @Test func sharedFileStaysWhileAnAdUsesIt() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        let a = f.ready("a") { $0.expires = now - 1 }
+        var b = f.ready("b")
+        b.url = a.url; b.file = a.file
+        try f.save([a, b])
+        _ = try prune(f)
+        #expect(FileIO.exists(f.store.assetPath(a.file!)))
+        #expect(try f.index().ads.map(\.id) == ["b"])
+    }
+
+    @Test func dryRunRemovesNothing() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("expired") { $0.expires = now - 1 }, f.ready("keep")])
+        let before = try Data(contentsOf: URL(fileURLWithPath: f.store.indexPath))
+        let report = try prune(f, maxSize: 0, dryRun: true)
+        #expect(report.removed.count == 2)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: f.store.indexPath)) == before)
+        #expect(FileIO.list(f.store.assetsDirectory).count == 2)
+    }
+
+    @Test func evictsLowestPriorityThenSoonestExpiryThenLeastRecentlyShown() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([
+            f.ready("p9", priority: 9, bytes: 1000),
+            f.ready("p1-late", priority: 1, bytes: 1000) { $0.expires = now + 9000 },
+            f.ready("p1-soon", priority: 1, bytes: 1000) { $0.expires = now + 100 },
+            f.ready("p5-recent", priority: 5, bytes: 1000) { $0.lastShowSeq = 9 },
+            f.ready("p5-old", priority: 5, bytes: 1000) { $0.lastShowSeq = 2 },
+        ])
+        let report = try prune(f, maxSize: 2000)
+        #expect(report.removed.map(\.id) == ["p1-soon", "p1-late", "p5-old"])
+        #expect(report.bytesKept == 2000)
+        let index = try f.index()
+        #expect(index.ads.filter { $0.file != nil }.map(\.id) == ["p9", "p5-recent"])
+        // Evicted ads keep their records (and shows), waiting for the next fetch.
+        #expect(index.ads.count == 5)
+        #expect(index.ads.first { $0.id == "p5-old" }?.state == .pending)
+    }
+
+    @Test func sizeLimitAdmitsExactlySize() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a", bytes: 1024), f.ready("b", bytes: 1024)])
+        #expect(try prune(f, maxSize: 2048).removed.isEmpty)
+        #expect(try prune(f, maxSize: 2047).removed.count == 1)
+    }
+
+    @Test func leavesAssetsAndPartialsAloneWhileAFetchRuns() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a")])
+        FileManager.default.createFile(atPath: f.store.assetPath("just-downloaded.jpg"), contents: Data(Media.jpeg(10)))
+        FileManager.default.createFile(atPath: f.store.partialDirectory + "/x.part", contents: Data([1]))
+        let lock = try f.store.acquireFetchLock()
+        defer { lock.unlock() }
+        #expect(try prune(f).removed.isEmpty)
+        #expect(FileIO.exists(f.store.assetPath("just-downloaded.jpg")))
+        #expect(FileIO.exists(f.store.partialDirectory + "/x.part"))
+    }
+
+    @Test func clearRemovesEverythingButTheDirectory() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        try f.save([f.ready("a"), f.ready("b")])
+        #expect(try f.cache(at: now).clear() == 2)
+        #expect(FileIO.exists(f.store.directory))
+        #expect(!FileIO.exists(f.store.indexPath))
+        #expect(FileIO.list(f.store.assetsDirectory).isEmpty)
+    }
+}

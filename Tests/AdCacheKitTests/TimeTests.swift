@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import AdCacheKit
+
+@Suite struct TimeTests {
+    @Test(arguments: [
+        ("2027-03-01T00:00:00Z", 1803859200.0),
+        ("2027-03-01T08:00:00+08:00", 1803859200.0),
+        ("2027-02-28T19:00:00-05:00", 1803859200.0),
+        ("2027-03-01t00:00:00.250z", 1803859200.25),
+        ("2027-03-01 00:00:00Z", 1803859200.0),
+        ("1803859200", 1803859200.0),
+        ("1803859200000", 1803859200.0),
+        ("1970-01-01T00:00:00Z", 0),
+    ])
+    func parses(text: String, expected: Double) {
+        #expect(Time.parse(text) == expected)
+    }
+
+    @Test(arguments: ["2027-03-01T00:00:00", "2027-03-01", "2027-02-30T00:00:00Z", "2027-13-01T00:00:00Z",
+                      "2027-03-01T24:00:00Z", "2027-03-01T00:00:00+0800", "soon", "", "12:00", "2027-03-01T00:00:00Zjunk"])
+    func rejects(text: String) {
+        #expect(Time.parse(text) == nil)
+    }
+
+    @Test func formatsRFC3339InUTC() {
+        #expect(Time.format(1803859200) == "2027-03-01T00:00:00Z")
+        #expect(Time.format(1803859200.5) == "2027-03-01T00:00:00.500Z")
+        #expect(Time.format(-1) == "1969-12-31T23:59:59Z")
+        #expect(Time.parse(Time.format(1234567890.125)) == 1234567890.125)
+    }
+
+    @Test func millisecondThreshold() {
+        #expect(Time.fromInteger(99_999_999_999) == 99_999_999_999)
+        #expect(Time.fromInteger(100_000_000_000) == 100_000_000)
+    }
+
+    @Test func localDayFollowsTheTimeZone() {
+        let t = 1803859200.0 - 3600   // 2027-02-28T23:00:00Z
+        #expect(Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!) == Time.localDay(t - 82800, timeZone: TimeZone(identifier: "UTC")!))
+        #expect(Time.localDay(t, timeZone: TimeZone(identifier: "Asia/Shanghai")!) == Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!) + 1)
+    }
+
+    @Test func libcLocalDayAgreesWithFoundation() {
+        for t in stride(from: 1_790_000_000.0, to: 1_830_000_000, by: 3_333_333.3) {
+            #expect(Time.localDay(t) == Time.localDay(t, timeZone: .current), "\(t)")
+        }
+    }
+
+    @Test func sizes() {
+        #expect(ByteSize.parse("0") == 0)
+        #expect(ByteSize.parse("512") == 512)
+        #expect(ByteSize.parse("200M") == 200 << 20)
+        #expect(ByteSize.parse("1k") == 1024)
+        #expect(ByteSize.parse("2G") == 2 << 30)
+        for bad in ["", "M", "1.5M", "-1", "10T", "1 M", "99999999999999999G"] {
+            #expect(ByteSize.parse(bad) == nil, "\(bad)")
+        }
+    }
+}
