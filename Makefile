@@ -7,7 +7,7 @@ DESTDIR ?=
 BIN ?= .build/adcache
 DEMO = .build/debug/adcache
 
-.PHONY: all deps build demo test lint clean bench release install uninstall
+.PHONY: all deps build demo test lint format clean bench release install uninstall
 
 all: build
 
@@ -57,8 +57,14 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/adcache $(DESTDIR)$(PREFIX)/share/man/man1/adcache.1 \
 		$(BASHDIR)/adcache $(ZSHDIR)/_adcache $(FISHDIR)/adcache.fish
 
+# The Swift code's layout (.swift-format: 4-space indent, 120 columns), and the manual.
+SWIFT_SOURCES = Package.swift Sources Tests
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_SOURCES)
+
 lint:
 	@scripts/deps.sh mandoc openssl
+	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
 	mandoc -T lint -W warning man/adcache.1
 
 clean:
