@@ -62,7 +62,9 @@ struct UsageError: Error {
 
 extension Option where Value == String {
     static func text(_ long: String, _ placeholder: String, _ help: String, repeatable: Bool = false) -> Option {
-        Option(spec: OptionSpec(long: long, value: placeholder, help: help, repeatable: repeatable, kind: .text)) { v, _ in v }
+        Option(spec: OptionSpec(long: long, value: placeholder, help: help, repeatable: repeatable, kind: .text)) {
+            v, _ in v
+        }
     }
 
     static func file(_ long: String, _ help: String) -> Option {
@@ -75,10 +77,14 @@ extension Option where Value == String {
 }
 
 extension Option where Value == Double {
-    static func seconds(_ long: String, _ help: String, range: ClosedRange<Double> = 0...Double.greatestFiniteMagnitude) -> Option {
+    static func seconds(_ long: String, _ help: String, range: ClosedRange<Double> = 0...Double.greatestFiniteMagnitude)
+        -> Option
+    {
         Option(spec: OptionSpec(long: long, value: "<sec>", help: help, kind: .seconds(range))) { text, spec in
             guard let v = Double(text), v.isFinite, range.contains(v) else {
-                throw UsageError(message: "option '--\(spec.long)' needs a number of seconds ≥ \(Int(range.lowerBound)) (got '\(text)')")
+                throw UsageError(
+                    message:
+                        "option '--\(spec.long)' needs a number of seconds ≥ \(Int(range.lowerBound)) (got '\(text)')")
             }
             return v
         }
@@ -89,7 +95,10 @@ extension Option where Value == Int {
     static func integer(_ long: String, _ help: String, range: ClosedRange<Int>) -> Option {
         Option(spec: OptionSpec(long: long, value: "<n>", help: help, kind: .integer(range))) { text, spec in
             guard let v = Int(text), range.contains(v) else {
-                throw UsageError(message: "option '--\(spec.long)' needs a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(text)')")
+                throw UsageError(
+                    message:
+                        "option '--\(spec.long)' needs a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(text)')"
+                )
             }
             return v
         }
@@ -100,7 +109,8 @@ extension Option where Value == Int64 {
     static func size(_ long: String, _ help: String) -> Option {
         Option(spec: OptionSpec(long: long, value: "<size>", help: help, kind: .size)) { text, spec in
             guard let v = ByteSize.parse(text) else {
-                throw UsageError(message: "option '--\(spec.long)' needs a size such as 500K, 100M or 2G (got '\(text)')")
+                throw UsageError(
+                    message: "option '--\(spec.long)' needs a size such as 500K, 100M or 2G (got '\(text)')")
             }
             return v
         }
@@ -111,7 +121,10 @@ extension Option where Value == Date {
     static func time(_ long: String, _ help: String) -> Option {
         Option(spec: OptionSpec(long: long, value: "<time>", help: help, kind: .time)) { text, spec in
             guard let v = AdCache.parseTime(text) else {
-                throw UsageError(message: "option '--\(spec.long)' needs an RFC 3339 time with a zone (2027-03-01T08:00:00+08:00) or Unix seconds (got '\(text)')")
+                throw UsageError(
+                    message:
+                        "option '--\(spec.long)' needs an RFC 3339 time with a zone (2027-03-01T08:00:00+08:00) or Unix seconds (got '\(text)')"
+                )
             }
             return v
         }
@@ -121,7 +134,8 @@ extension Option where Value == Date {
 extension Option where Value: RawRepresentable & CaseIterable, Value.RawValue == String {
     static func choice(_ long: String, _ placeholder: String, _ help: String) -> Option {
         let names = Value.allCases.map(\.rawValue)
-        return Option(spec: OptionSpec(long: long, value: placeholder, help: help, kind: .choice(names))) { text, spec in
+        return Option(spec: OptionSpec(long: long, value: placeholder, help: help, kind: .choice(names))) {
+            text, spec in
             guard let v = Value(rawValue: text) else {
                 let listed = names.map { "'\($0)'" }.joined(separator: names.count == 2 ? " or " : ", ")
                 throw UsageError(message: "option '--\(spec.long)' needs \(listed) (got '\(text)')")
@@ -146,7 +160,9 @@ struct CommandSpec: Sendable {
 
 /// Options every command takes.
 enum GlobalOptions {
-    static let cacheDir = Option.directory("cache-dir", "The cache directory (default: $ADCACHE_DIR, else $XDG_CACHE_HOME/adcache, else ~/.cache/adcache).")
+    static let cacheDir = Option.directory(
+        "cache-dir", "The cache directory (default: $ADCACHE_DIR, else $XDG_CACHE_HOME/adcache, else ~/.cache/adcache)."
+    )
     static let quiet = Flag("quiet", short: "q", "Print nothing on stdout (errors and warnings still go to stderr).")
     static let verbose = Flag("verbose", short: "v", "Say more on stderr.")
     static let help = Flag("help", short: "h", "Show help information.")
@@ -204,7 +220,8 @@ enum ArgumentParser {
         func take(_ spec: OptionSpec, inline: String?) throws {
             guard let placeholder = spec.value else {
                 if let inline {
-                    throw UsageError(message: "option '--\(spec.long)' takes no value (got '\(inline)')", hint: command.seeHelp)
+                    throw UsageError(
+                        message: "option '--\(spec.long)' takes no value (got '\(inline)')", hint: command.seeHelp)
                 }
                 result.flags.insert(spec.long)
                 return
@@ -213,7 +230,8 @@ enum ArgumentParser {
             if v == nil {
                 i += 1
                 guard i < args.count else {
-                    throw UsageError(message: "option '--\(spec.long)' needs a value \(placeholder)", hint: command.seeHelp)
+                    throw UsageError(
+                        message: "option '--\(spec.long)' needs a value \(placeholder)", hint: command.seeHelp)
                 }
                 v = args[i]
             }
@@ -235,8 +253,9 @@ enum ArgumentParser {
                 let inline = body.contains("=") ? String(body.drop { $0 != "=" }.dropFirst()) : nil
                 guard let spec = options.first(where: { $0.long == name }) else {
                     let guess = nearest(name, among: options.map(\.long)).map { "did you mean '--\($0)'?" }
-                    throw UsageError(message: "unknown option '--\(name)'\(command.name.isEmpty ? "" : " for '\(command.name)'")",
-                                     hint: guess ?? command.seeHelp)
+                    throw UsageError(
+                        message: "unknown option '--\(name)'\(command.name.isEmpty ? "" : " for '\(command.name)'")",
+                        hint: guess ?? command.seeHelp)
                 }
                 try take(spec, inline: inline)
             } else {

@@ -43,7 +43,8 @@ struct Context {
     /// The cache, its clock at `at` when given (`--at`: the same path as now, another time).
     func cache(at: Date? = nil) -> AdCache {
         let console = console
-        return AdCache(.init(directory: directory, clock: { at ?? Date() }, diagnostics: { console.warning($0.message) }))
+        return AdCache(
+            .init(directory: directory, clock: { at ?? Date() }, diagnostics: { console.warning($0.message) }))
     }
 }
 
@@ -67,7 +68,8 @@ public enum CLI {
     static let root = CommandSpec(
         name: "",
         abstract: "Keep a local cache of splash ads fresh, and pick the one each launch shows.",
-        discussion: "Run 'adcache fetch' from cron to download the ad feed and its images and videos; run 'adcache next' at app launch to get the asset to show, instantly and without the network. See adcache(1).",
+        discussion:
+            "Run 'adcache fetch' from cron to download the ad feed and its images and videos; run 'adcache next' at app launch to get the asset to show, instantly and without the network. See adcache(1).",
         arguments: [("<command>", "The command to run.")],
         options: [version]
     )
@@ -81,7 +83,9 @@ public enum CLI {
             var leading: [String] = []
             while let first = rest.first, first.hasPrefix("-") {
                 leading.append(rest.removeFirst())
-                if first == "--" + GlobalOptions.cacheDir.long, let v = rest.first { leading.append(v); rest.removeFirst() }
+                if first == "--" + GlobalOptions.cacheDir.long, let v = rest.first {
+                    leading.append(v); rest.removeFirst()
+                }
             }
             guard let name = rest.first else {
                 let parsed = try ArgumentParser.parse(leading, command: root)
@@ -97,7 +101,9 @@ public enum CLI {
             }
             guard let command = commands.first(where: { $0.spec.name == name }) else {
                 let guess = ArgumentParser.nearest(name, among: specs.map { $0.name })
-                throw UsageError(message: "unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
+                throw UsageError(
+                    message: "unknown command '\(name)'",
+                    hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
             }
             let parsed = try ArgumentParser.parse(leading + rest.dropFirst(), command: command.spec)
             if parsed.has(GlobalOptions.help) {
@@ -106,7 +112,8 @@ public enum CLI {
             }
             console.quiet = parsed.has(GlobalOptions.quiet)
             console.verbose = parsed.has(GlobalOptions.verbose)
-            let dir = try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
+            let dir =
+                try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
                 ?? AdCache.Configuration.defaultDirectory(environment: environment)
             let context = Context(console: console, directory: dir, environment: environment)
             return try command.run(parsed, context: context).rawValue
@@ -139,7 +146,9 @@ enum HelpCommand: Command {
         }
         guard let command = CLI.commands.first(where: { $0.spec.name == name }) else {
             let guess = ArgumentParser.nearest(name, among: CLI.specs.map { $0.name })
-            throw UsageError(message: "unknown command '\(name)'", hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
+            throw UsageError(
+                message: "unknown command '\(name)'",
+                hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
         }
         context.console.out(Help.text(for: command.spec))
         return .success
@@ -166,7 +175,9 @@ enum Help {
         lines.append(usage)
         if !spec.arguments.isEmpty, !spec.name.isEmpty {
             lines += ["", "ARGUMENTS:"]
-            for (arg, help) in spec.arguments { lines.append(row(String(arg.replacingOccurrences(of: "?", with: "")), help)) }
+            for (arg, help) in spec.arguments {
+                lines.append(row(String(arg.replacingOccurrences(of: "?", with: "")), help))
+            }
         }
         lines += ["", "OPTIONS:"]
         for o in spec.optionSpecs + GlobalOptions.specs {

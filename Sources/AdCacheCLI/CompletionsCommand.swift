@@ -6,7 +6,8 @@ enum CompletionsCommand: Command {
     static let spec = CommandSpec(
         name: "completions",
         abstract: "Print a shell completion script (bash, zsh or fish).",
-        discussion: "bash: source <(adcache completions bash); zsh: adcache completions zsh > \"${fpath[1]}/_adcache\"; fish: adcache completions fish > ~/.config/fish/completions/adcache.fish",
+        discussion:
+            "bash: source <(adcache completions bash); zsh: adcache completions zsh > \"${fpath[1]}/_adcache\"; fish: adcache completions fish > ~/.config/fish/completions/adcache.fish",
         arguments: [("<shell>", "bash, zsh or fish.")]
     )
 
@@ -60,10 +61,15 @@ enum CompletionsCommand: Command {
         var valueCases = ""
         for name in valued.sorted() {
             let reply: String
-            if let v = values(name) { reply = "COMPREPLY=($(compgen -W \"\(v.joined(separator: " "))\" -- \"$cur\")); " }
-            else if takesDirectory(name) { reply = "COMPREPLY=($(compgen -d -- \"$cur\")); " }
-            else if takesFile(name) { reply = "COMPREPLY=($(compgen -f -- \"$cur\")); " }
-            else { reply = "" }
+            if let v = values(name) {
+                reply = "COMPREPLY=($(compgen -W \"\(v.joined(separator: " "))\" -- \"$cur\")); "
+            } else if takesDirectory(name) {
+                reply = "COMPREPLY=($(compgen -d -- \"$cur\")); "
+            } else if takesFile(name) {
+                reply = "COMPREPLY=($(compgen -f -- \"$cur\")); "
+            } else {
+                reply = ""
+            }
             valueCases += "        --\(name)) \(reply)return ;;\n"
         }
         var cases = ""
@@ -75,85 +81,92 @@ enum CompletionsCommand: Command {
             cases += "        \(c.name)) words=\"\(words)\" ;;\n"
         }
         return """
-        # bash completion for adcache (adcache completions bash)
-        _adcache() {
-            local cur prev cmd="" i words
-            cur="${COMP_WORDS[COMP_CWORD]}"
-            prev="${COMP_WORDS[COMP_CWORD-1]}"
-            for ((i = 1; i < COMP_CWORD; i++)); do
-                case "${COMP_WORDS[i]}" in
-                    --cache-dir) ((i++)) ;;
-                    -*) ;;
-                    *) cmd="${COMP_WORDS[i]}"; break ;;
+            # bash completion for adcache (adcache completions bash)
+            _adcache() {
+                local cur prev cmd="" i words
+                cur="${COMP_WORDS[COMP_CWORD]}"
+                prev="${COMP_WORDS[COMP_CWORD-1]}"
+                for ((i = 1; i < COMP_CWORD; i++)); do
+                    case "${COMP_WORDS[i]}" in
+                        --cache-dir) ((i++)) ;;
+                        -*) ;;
+                        *) cmd="${COMP_WORDS[i]}"; break ;;
+                    esac
+                done
+                case "$prev" in
+            \(valueCases)    esac
+                if [[ -z "$cmd" ]]; then
+                    COMPREPLY=($(compgen -W "\(names) --cache-dir --quiet --verbose --help --version" -- "$cur"))
+                    return
+                fi
+                case "$cmd" in
+            \(cases)        *) return ;;
                 esac
-            done
-            case "$prev" in
-        \(valueCases)    esac
-            if [[ -z "$cmd" ]]; then
-                COMPREPLY=($(compgen -W "\(names) --cache-dir --quiet --verbose --help --version" -- "$cur"))
-                return
-            fi
-            case "$cmd" in
-        \(cases)        *) return ;;
-            esac
-            COMPREPLY=($(compgen -W "$words" -- "$cur"))
-        }
-        complete -F _adcache adcache
-        """
+                COMPREPLY=($(compgen -W "$words" -- "$cur"))
+            }
+            complete -F _adcache adcache
+            """
     }
 
     static func zsh() -> String {
         var out = """
-        #compdef adcache
-        # zsh completion for adcache (adcache completions zsh)
-        _adcache() {
-            local -a commands
-            commands=(
+            #compdef adcache
+            # zsh completion for adcache (adcache completions zsh)
+            _adcache() {
+                local -a commands
+                commands=(
 
-        """
+            """
         for c in commands { out += "        '\(c.name):\(clean(c.abstract))'\n" }
         out += """
-            )
-            local i cmd=""
-            for ((i = 2; i < CURRENT; i++)); do
-                case "${words[i]}" in
-                    --cache-dir) ((i++)) ;;
-                    -*) ;;
-                    *) cmd="${words[i]}"; break ;;
-                esac
-            done
-            if [[ -z "$cmd" ]]; then
-                _arguments '--cache-dir[The cache directory]:dir:_files -/' '(-q --quiet)'{-q,--quiet}'[Print nothing on stdout]' \\
-                    '(-v --verbose)'{-v,--verbose}'[Say more on stderr]' '--version[Show the version]' '(-h --help)'{-h,--help}'[Show help]' \\
-                    '*::command:->command'
-                _describe 'command' commands
-                return
-            fi
-            case "$cmd" in
+                )
+                local i cmd=""
+                for ((i = 2; i < CURRENT; i++)); do
+                    case "${words[i]}" in
+                        --cache-dir) ((i++)) ;;
+                        -*) ;;
+                        *) cmd="${words[i]}"; break ;;
+                    esac
+                done
+                if [[ -z "$cmd" ]]; then
+                    _arguments '--cache-dir[The cache directory]:dir:_files -/' '(-q --quiet)'{-q,--quiet}'[Print nothing on stdout]' \\
+                        '(-v --verbose)'{-v,--verbose}'[Say more on stderr]' '--version[Show the version]' '(-h --help)'{-h,--help}'[Show help]' \\
+                        '*::command:->command'
+                    _describe 'command' commands
+                    return
+                fi
+                case "$cmd" in
 
-        """
+            """
         for c in commands {
             var specs: [String] = []
             for o in c.optionSpecs + GlobalOptions.specs {
                 var s = "'--\(o.long)[\(clean(o.help))]"
                 if o.value != nil {
-                    if let v = values(o.long) { s += ":\(o.long):(\(v.joined(separator: " ")))" }
-                    else if takesDirectory(o.long) { s += ":dir:_files -/" }
-                    else if takesFile(o.long) { s += ":file:_files" }
-                    else { s += ":\(o.long): " }
+                    if let v = values(o.long) {
+                        s += ":\(o.long):(\(v.joined(separator: " ")))"
+                    } else if takesDirectory(o.long) {
+                        s += ":dir:_files -/"
+                    } else if takesFile(o.long) {
+                        s += ":file:_files"
+                    } else {
+                        s += ":\(o.long): "
+                    }
                 }
                 specs.append(s + "'")
             }
             if c.name == "help" { specs.append("'1:command:(\(commands.map(\.name).joined(separator: " ")))'") }
             if c.name == "completions" { specs.append("'1:shell:(\(shells.joined(separator: " ")))'") }
             if c.name == "fetch" { specs.append("'1:feed:_files'") }
-            out += "        \(c.name)) _arguments \\\n            " + specs.joined(separator: " \\\n            ") + " ;;\n"
+            out +=
+                "        \(c.name)) _arguments \\\n            " + specs.joined(separator: " \\\n            ")
+                + " ;;\n"
         }
         out += """
-            esac
-        }
-        compdef _adcache adcache
-        """
+                esac
+            }
+            compdef _adcache adcache
+            """
         return out
     }
 
@@ -174,14 +187,20 @@ enum CompletionsCommand: Command {
             for o in c.optionSpecs {
                 var l = "complete -c adcache \(cond) -l \(o.long)"
                 if o.value != nil {
-                    if let v = values(o.long) { l += " -x -a '\(v.joined(separator: " "))'" }
-                    else if takesFile(o.long) { l += " -r -F" }
-                    else { l += " -x" }
+                    if let v = values(o.long) {
+                        l += " -x -a '\(v.joined(separator: " "))'"
+                    } else if takesFile(o.long) {
+                        l += " -r -F"
+                    } else {
+                        l += " -x"
+                    }
                 }
                 lines.append(l + " -d '\(clean(o.help))'")
             }
             if c.name == "help" { lines.append("complete -c adcache \(cond) -a '\(names)'") }
-            if c.name == "completions" { lines.append("complete -c adcache \(cond) -a '\(shells.joined(separator: " "))'") }
+            if c.name == "completions" {
+                lines.append("complete -c adcache \(cond) -a '\(shells.joined(separator: " "))'")
+            }
             if c.name == "fetch" { lines.append("complete -c adcache \(cond) -F") }
         }
         return lines.joined(separator: "\n")

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import AdCacheKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// One output stream of the command line: where its text goes and whether a person watches
 /// it (a terminal gets colour and a progress bar; a file or pipe never gets control codes).
@@ -31,9 +32,9 @@ public struct CommandOutput: Sendable {
 }
 
 #if canImport(Glibc)
-private let systemWrite = Glibc.write
+    private let systemWrite = Glibc.write
 #else
-private let systemWrite = Darwin.write
+    private let systemWrite = Darwin.write
 #endif
 
 /// Standard output and standard error, as `CLI.run` sees them.
@@ -60,8 +61,12 @@ struct Console {
     var stderrIsTerminal: Bool { io.stderr.isTerminal }
     var stdoutIsTerminal: Bool { io.stdout.isTerminal }
     /// Colour only on a terminal and never with NO_COLOR set.
-    var colorErrors: Bool { stderrIsTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb" }
-    var colorOutput: Bool { stdoutIsTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb" }
+    var colorErrors: Bool {
+        stderrIsTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
+    }
+    var colorOutput: Bool {
+        stdoutIsTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
+    }
 
     func out(_ line: String) {
         io.stdout.write(line + "\n")

@@ -3,14 +3,19 @@ import Foundation
 
 /// `adcache fetch [FEED]`.
 enum FetchCommand: Command {
-    static let timeout = Option.seconds("timeout", "Give up on one transfer after this many seconds (default: 60).", range: 0.001...86400 * 365)
-    static let deadline = Option.seconds("deadline", "Stop the whole run after this many seconds; what finished is kept (default: none).", range: 0.001...86400 * 365)
+    static let timeout = Option.seconds(
+        "timeout", "Give up on one transfer after this many seconds (default: 60).", range: 0.001...86400 * 365)
+    static let deadline = Option.seconds(
+        "deadline", "Stop the whole run after this many seconds; what finished is kept (default: none).",
+        range: 0.001...86400 * 365)
     static let parallel = Option.integer("parallel", "Transfers at once (default: 4).", range: 1...64)
     static let retries = Option.integer("retries", "Retries of a transient failure (default: 2).", range: 0...20)
     static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this (default: 100M).")
     static let maxFeedSize = Option.size("max-feed-size", "Refuse a feed larger than this (default: 8M).")
-    static let header = Option.text("header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true)
-    static let userAgent = Option.text("user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
+    static let header = Option.text(
+        "header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true)
+    static let userAgent = Option.text(
+        "user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
     static let jitter = Option.seconds("jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).")
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
@@ -20,10 +25,15 @@ enum FetchCommand: Command {
     static let spec = CommandSpec(
         name: "fetch",
         abstract: "Download the ad feed and the asset of every ad that has not expired.",
-        discussion: "Assets already cached are revalidated, not downloaded again; interrupted downloads resume. Exit 75 when the feed was read but some asset failed (the rest is committed); 69 when the feed cannot be fetched (the cache is unchanged).",
-        arguments: [("<feed>?", "An http or https URL, a file: URL or a path (default: the feed of the last successful fetch).")],
-        options: [timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, header, userAgent, cacert, jitter,
-                  progress, noProgress, json]
+        discussion:
+            "Assets already cached are revalidated, not downloaded again; interrupted downloads resume. Exit 75 when the feed was read but some asset failed (the rest is committed); 69 when the feed cannot be fetched (the cache is unchanged).",
+        arguments: [
+            ("<feed>?", "An http or https URL, a file: URL or a path (default: the feed of the last successful fetch).")
+        ],
+        options: [
+            timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, header, userAgent, cacert, jitter,
+            progress, noProgress, json,
+        ]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
@@ -94,7 +104,8 @@ final class ProgressBar {
         let filled = p.total == 0 ? width : width * p.done / p.total
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
         let rate = p.elapsed > 0 ? Int64(Double(p.bytes) / p.elapsed) : 0
-        console.err("\r\u{1B}[K[\(bar)] \(p.done)/\(p.total) assets  \(ByteSize.human(p.bytes))  \(ByteSize.human(rate))/s")
+        console.err(
+            "\r\u{1B}[K[\(bar)] \(p.done)/\(p.total) assets  \(ByteSize.human(p.bytes))  \(ByteSize.human(rate))/s")
         drawn = true
     }
 

@@ -13,7 +13,8 @@ enum NextCommand: Command {
     static let spec = CommandSpec(
         name: "next",
         abstract: "Print the cached asset this launch shows, and record the show.",
-        discussion: "Never touches the network. Exit 1 with nothing on stdout when no ad is eligible (unless --fallback is given).",
+        discussion:
+            "Never touches the network. Exit 1 with nothing on stdout when no ad is eligible (unless --fallback is given).",
         options: [peek, json, fallback, type, placement, cooldown, at]
     )
 
@@ -38,7 +39,8 @@ enum NextCommand: Command {
             break
         }
         guard let fallbackPath else { return .nothingToShow }
-        console.out(args.has(json) ? ShownAd.fallbackJSON(path: fallbackPath, placement: options.placement) : fallbackPath)
+        console.out(
+            args.has(json) ? ShownAd.fallbackJSON(path: fallbackPath, placement: options.placement) : fallbackPath)
         return .success
     }
 }

@@ -2,7 +2,8 @@ import AdCacheKit
 
 /// `adcache prune`.
 enum PruneCommand: Command {
-    static let maxSize = Option.size("max-size", "Then evict ready ads until assets/ holds at most <size> (K, M, G: powers of 1024).")
+    static let maxSize = Option.size(
+        "max-size", "Then evict ready ads until assets/ holds at most <size> (K, M, G: powers of 1024).")
     static let dryRun = Flag("dry-run", "Say what would be removed; remove nothing.")
     static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds).")
     static let json = Flag("json", "Print the report as JSON.")

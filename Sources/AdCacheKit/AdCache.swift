@@ -21,15 +21,19 @@ public final class AdCache {
         /// Where warnings go.
         public var diagnostics: @Sendable (Diagnostic) -> Void
 
-        public init(directory: String, clock: @escaping @Sendable () -> Date = { Date() },
-                    diagnostics: @escaping @Sendable (Diagnostic) -> Void = { _ in }) {
+        public init(
+            directory: String, clock: @escaping @Sendable () -> Date = { Date() },
+            diagnostics: @escaping @Sendable (Diagnostic) -> Void = { _ in }
+        ) {
             self.directory = directory
             self.clock = clock
             self.diagnostics = diagnostics
         }
 
         /// `$ADCACHE_DIR`, else `$XDG_CACHE_HOME/adcache`, else `~/.cache/adcache` (SPEC §3).
-        public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment)
+            -> String
+        {
             CacheStore.defaultDirectory(environment: environment)
         }
     }
@@ -48,7 +52,9 @@ public final class AdCache {
     /// report says what became of each ad; `isComplete` is false when some asset failed or
     /// is still pending (the rest is committed). Throws when the feed cannot be fetched or
     /// read (the cache is then unchanged), when another fetch runs, or when the disk fails.
-    public func fetch(_ options: FetchOptions = FetchOptions(), progress: ((FetchProgress) -> Void)? = nil) throws -> FetchReport {
+    public func fetch(_ options: FetchOptions = FetchOptions(), progress: ((FetchProgress) -> Void)? = nil) throws
+        -> FetchReport
+    {
         try options.validate()
         let fetcher = Fetcher(store: store, options: options, warn: configuration.diagnostics)
         fetcher.now = { [configuration] in configuration.clock().timeIntervalSince1970 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import AdCacheKit
 
 /// A seeded mutation fuzzer for the feed parser, run in `swift test`: thousands of damaged
@@ -35,7 +36,8 @@ import Testing
             for ad in feed.ads {
                 // Whatever passes must satisfy the rules.
                 guard !ad.id.isEmpty, ad.id.count <= 128 || ad.id == ad.url, (3...5).contains(ad.duration),
-                      ad.url.hasPrefix("http://") || ad.url.hasPrefix("https://") else { return false }
+                    ad.url.hasPrefix("http://") || ad.url.hasPrefix("https://")
+                else { return false }
             }
             return true
         } catch AdCacheError.feedInvalid {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import AdCacheKit
 
 @Suite struct FeedParserTests {
@@ -10,12 +11,13 @@ import Testing
     }
 
     @Test func canonicalShapeKeepsEveryField() throws {
-        let feed = try parse("""
-        {"version":1,"ads":[{"id":"spring-sale","type":"video","url":"https://cdn.example.com/s/spring.mp4",
-          "sha256":"\(String(repeating: "A", count: 64))","start":"2027-03-01T00:00:00+08:00","expires":1806508800,
-          "maxShows":3,"maxShowsPerDay":1,"minInterval":3600,"duration":4,"priority":10,"placement":"interstitial",
-          "clickUrl":"https://example.com/sale","meta":{"title":"Spring sale","logo":"bottom"}}]}
-        """)
+        let feed = try parse(
+            """
+            {"version":1,"ads":[{"id":"spring-sale","type":"video","url":"https://cdn.example.com/s/spring.mp4",
+              "sha256":"\(String(repeating: "A", count: 64))","start":"2027-03-01T00:00:00+08:00","expires":1806508800,
+              "maxShows":3,"maxShowsPerDay":1,"minInterval":3600,"duration":4,"priority":10,"placement":"interstitial",
+              "clickUrl":"https://example.com/sale","meta":{"title":"Spring sale","logo":"bottom"}}]}
+            """)
         #expect(feed.warnings.isEmpty)
         let ad = try #require(feed.ads.first)
         #expect(ad.id == "spring-sale")
@@ -39,7 +41,8 @@ import Testing
     }
 
     @Test func bareArrayAndLegacyFields() throws {
-        let feed = try parse(#"[{"picUrl":"/img/a.jpg","showTime":"3","timestamp":1806508800000},{"url":"b.webm","id":"b"}]"#)
+        let feed = try parse(
+            #"[{"picUrl":"/img/a.jpg","showTime":"3","timestamp":1806508800000},{"url":"b.webm","id":"b"}]"#)
         #expect(feed.ads.count == 2)
         #expect(feed.ads[0].url == "https://ads.example.com/img/a.jpg")
         #expect(feed.ads[0].maxShows == 3)
@@ -58,11 +61,15 @@ import Testing
     }
 
     @Test func relativeURLsResolveAgainstTheFinalFeedURL() throws {
-        let feed = try parse(#"{"ads":[{"url":"a.jpg"},{"url":"//cdn.example.net/b.jpg"},{"url":"?v=2"}]}"#,
-                             base: URL(string: "https://redirected.example.org/feeds/today.json?x=1")!)
-        #expect(feed.ads.map(\.url) == ["https://redirected.example.org/feeds/a.jpg",
-                                        "https://cdn.example.net/b.jpg",
-                                        "https://redirected.example.org/feeds/today.json?v=2"])
+        let feed = try parse(
+            #"{"ads":[{"url":"a.jpg"},{"url":"//cdn.example.net/b.jpg"},{"url":"?v=2"}]}"#,
+            base: URL(string: "https://redirected.example.org/feeds/today.json?x=1")!)
+        #expect(
+            feed.ads.map(\.url) == [
+                "https://redirected.example.org/feeds/a.jpg",
+                "https://cdn.example.net/b.jpg",
+                "https://redirected.example.org/feeds/today.json?v=2",
+            ])
     }
 
     @Test(arguments: [
@@ -90,7 +97,9 @@ import Testing
     }
 
     @Test func idOver128CharactersIsSkipped() throws {
-        let feed = try parse(#"{"ads":[{"id":"\#(String(repeating: "é", count: 129))","url":"a.jpg"},{"id":"\#(String(repeating: "é", count: 128))","url":"b.jpg"}]}"#)
+        let feed = try parse(
+            #"{"ads":[{"id":"\#(String(repeating: "é", count: 129))","url":"a.jpg"},{"id":"\#(String(repeating: "é", count: 128))","url":"b.jpg"}]}"#
+        )
         #expect(feed.ads.count == 1)
         #expect(feed.ads[0].id.count == 128)
     }
@@ -107,7 +116,8 @@ import Testing
     }
 
     @Test func droppedFieldsWarnButKeepTheAd() throws {
-        let feed = try parse(#"{"ads":[{"id":"a","url":"1.jpg","duration":9,"clickUrl":"javascript:alert(1)","meta":[1]}]}"#)
+        let feed = try parse(
+            #"{"ads":[{"id":"a","url":"1.jpg","duration":9,"clickUrl":"javascript:alert(1)","meta":[1]}]}"#)
         #expect(feed.ads.count == 1)
         let ad = feed.ads[0]
         #expect(ad.duration == 5 && ad.clickUrl == nil && ad.meta == nil)
@@ -115,7 +125,9 @@ import Testing
         #expect(feed.warnings.allSatisfy { $0.message.contains("'a'") && $0.adID == "a" })
     }
 
-    @Test(arguments: ["", "   ", "not json", "{\"ads\": {}}", "{\"foo\": 1}", "42", "\"str\"", "[1, 2", "{\"ads\":[]}x"])
+    @Test(arguments: [
+        "", "   ", "not json", "{\"ads\": {}}", "{\"foo\": 1}", "42", "\"str\"", "[1, 2", "{\"ads\":[]}x",
+    ])
     func badFeedThrowsDataError(text: String) {
         #expect(throws: AdCacheError.self) { try parse(text) }
         do {
@@ -138,7 +150,8 @@ import Testing
     }
 
     @Test func fileAssetsOnlyInALocalFeed() throws {
-        let local = try FeedParser(baseURL: URL(fileURLWithPath: "/srv/feed/feed.json")).parse(Array(#"[{"url":"img/a.jpg"}]"#.utf8))
+        let local = try FeedParser(baseURL: URL(fileURLWithPath: "/srv/feed/feed.json")).parse(
+            Array(#"[{"url":"img/a.jpg"}]"#.utf8))
         #expect(local.ads[0].url == "file:///srv/feed/img/a.jpg")
         let remote = try parse(#"[{"url":"file:///srv/feed/img/a.jpg"}]"#)
         #expect(remote.ads.isEmpty)

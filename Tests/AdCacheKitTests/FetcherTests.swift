@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 /// `fetch` against a real HTTP server on 127.0.0.1.
@@ -59,7 +60,11 @@ final class FetchHarness: @unchecked Sendable {
         o.feed = server.url("/feed.json")
         o.transfer.retryBaseDelay = 0.05
         configure(&o)
-        let fetcher = Fetcher(store: store, options: o, warn: { [weak self] w in self?.lock.lock(); self?.warnings.append(w.message); self?.lock.unlock() })
+        let fetcher = Fetcher(
+            store: store, options: o,
+            warn: { [weak self] w in
+                self?.lock.lock(); self?.warnings.append(w.message); self?.lock.unlock()
+            })
         return try fetcher.run()
     }
 
@@ -93,7 +98,9 @@ final class FetchHarness: @unchecked Sendable {
         let jpeg = Media.jpeg(5000), mp4 = Media.mp4(9000)
         h.put("/a.jpg", jpeg)
         h.put("/v/clip", mp4)
-        h.feed(#"{"version":1,"ads":[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(jpeg))"},{"id":"v","url":"/v/clip"}]}"#)
+        h.feed(
+            #"{"version":1,"ads":[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(jpeg))"},{"id":"v","url":"/v/clip"}]}"#
+        )
         let report = try h.fetch()
         #expect(report.summary == "2 ads: 2 ready (2 downloaded)")
         #expect(report.isComplete)
@@ -166,8 +173,11 @@ final class FetchHarness: @unchecked Sendable {
         h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
         _ = try h.fetch()
         let before = h.snapshot
-        for bad in [LoopbackServer.Response.text(500, "oops"), .text(404, "gone"), .text(200, "<html>portal</html>", contentType: "text/html"),
-                    .text(200, #"{"nothing": "here"}"#)] {
+        for bad in [
+            LoopbackServer.Response.text(500, "oops"), .text(404, "gone"),
+            .text(200, "<html>portal</html>", contentType: "text/html"),
+            .text(200, #"{"nothing": "here"}"#),
+        ] {
             h.setOverride { $0.path == "/feed.json" ? bad : nil }
             do {
                 _ = try h.fetch { $0.transfer.retries = 0 }
@@ -193,7 +203,11 @@ final class FetchHarness: @unchecked Sendable {
 
     @Test func htmlServedAsJPEGIsRejected() throws {
         let h = try FetchHarness()
-        h.setOverride { $0.path == "/a.jpg" ? LoopbackServer.Response(status: 200, headers: [("Content-Type", "image/jpeg")], body: Media.html) : nil }
+        h.setOverride {
+            $0.path == "/a.jpg"
+                ? LoopbackServer.Response(status: 200, headers: [("Content-Type", "image/jpeg")], body: Media.html)
+                : nil
+        }
         h.put("/b.jpg", Media.jpeg())
         h.feed(#"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.jpg"}]"#)
         let report = try h.fetch()
@@ -227,7 +241,9 @@ final class FetchHarness: @unchecked Sendable {
         let h = try FetchHarness()
         h.put("/a.jpg", Media.jpeg())
         h.put("/b.jpg", Media.jpeg(seed: 4))
-        h.feed(#"[{"id":"a","url":"a.jpg","type":"video"},{"id":"b","url":"b.jpg","sha256":"\#(String(repeating: "0", count: 64))"}]"#)
+        h.feed(
+            #"[{"id":"a","url":"a.jpg","type":"video"},{"id":"b","url":"b.jpg","sha256":"\#(String(repeating: "0", count: 64))"}]"#
+        )
         let report = try h.fetch()
         #expect(report.ads.map(\.outcome) == [.failed, .failed])
         #expect(report.ads[0].error?.contains("the ad says video") == true)
@@ -364,7 +380,9 @@ final class FetchHarness: @unchecked Sendable {
         #expect(tries[1].receivedAt - tries[0].receivedAt >= 0.45)
 
         // With a deadline nearer than the wait, the ad fails at once instead of waiting.
-        h.setOverride { $0.path == "/b.jpg" ? LoopbackServer.Response(status: 503, headers: [("Retry-After", "30")]) : nil }
+        h.setOverride {
+            $0.path == "/b.jpg" ? LoopbackServer.Response(status: 503, headers: [("Retry-After", "30")]) : nil
+        }
         h.feed(#"[{"id":"b","url":"b.jpg"}]"#)
         let started = monotonicNow()
         let bounded = try h.fetch { $0.transfer.deadline = monotonicNow() + 5 }
@@ -431,7 +449,9 @@ final class FetchHarness: @unchecked Sendable {
             return resp
         }
         h.feed(#"[{"id":"s","url":"slow.jpg"}]"#)
-        let report = try h.fetch { $0.transfer.stallSeconds = 1; $0.transfer.retries = 0 }
+        let report = try h.fetch {
+            $0.transfer.stallSeconds = 1; $0.transfer.retries = 0
+        }
         #expect(report.ads[0].error?.contains("stalled") == true)
     }
 
@@ -459,7 +479,9 @@ final class FetchHarness: @unchecked Sendable {
         let h = try FetchHarness()
         h.put("/old.jpg", Media.jpeg())
         h.put("/future.jpg", Media.jpeg(seed: 5))
-        h.feed(#"[{"id":"old","url":"old.jpg","expires":1000000000},{"id":"future","url":"future.jpg","start":"2099-01-01T00:00:00Z"}]"#)
+        h.feed(
+            #"[{"id":"old","url":"old.jpg","expires":1000000000},{"id":"future","url":"future.jpg","start":"2099-01-01T00:00:00Z"}]"#
+        )
         let report = try h.fetch()
         #expect(report.ads.map(\.outcome) == [.expired, .downloaded])
         #expect(h.server.requests(to: "/old.jpg").isEmpty)
@@ -521,7 +543,9 @@ final class FetchHarness: @unchecked Sendable {
         let h = try FetchHarness()
         h.put("/a.jpg", Media.jpeg())
         h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
-        _ = try h.fetch { $0.headers = ["Authorization: Bearer t0k3n"]; $0.transfer.userAgent = "kiosk/7" }
+        _ = try h.fetch {
+            $0.headers = ["Authorization: Bearer t0k3n"]; $0.transfer.userAgent = "kiosk/7"
+        }
         let feed = try #require(h.server.requests(to: "/feed.json").first)
         #expect(feed.header("Authorization") == "Bearer t0k3n")
         #expect(feed.header("User-Agent") == "kiosk/7")

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 /// A corrupt or hostile `index.json` (SPEC §6): no content of it can crash adcache or make it
@@ -31,7 +32,9 @@ import TestSupport
         func allThere() -> Bool { paths.allSatisfy { FileIO.exists($0) } }
     }
 
-    func prune(_ f: CacheFixture, maxSize: Int64? = 0, warn: @escaping @Sendable (Diagnostic) -> Void = { _ in }) throws -> PruneReport {
+    func prune(_ f: CacheFixture, maxSize: Int64? = 0, warn: @escaping @Sendable (Diagnostic) -> Void = { _ in }) throws
+        -> PruneReport
+    {
         try f.cache(at: now, warn: warn).prune(PruneOptions(maxSize: maxSize))
     }
 
@@ -43,19 +46,22 @@ import TestSupport
         var records: [AdRecord] = []
         for (n, name) in victims.names.enumerated() {
             for state in ["expired", "evicted", "withdrawn"] {
-                records.append(f.ready("\(state)-\(n)") {
-                    $0.file = name
-                    $0.shows = 2
-                    if state == "expired" { $0.expires = now - 1 }
-                    if state == "withdrawn" { $0.state = .withdrawn }
-                })
+                records.append(
+                    f.ready("\(state)-\(n)") {
+                        $0.file = name
+                        $0.shows = 2
+                        if state == "expired" { $0.expires = now - 1 }
+                        if state == "withdrawn" { $0.state = .withdrawn }
+                    })
             }
         }
         try f.save(records)
         let warnings = Collected()
         _ = try prune(f, warn: warnings.add)
         #expect(victims.allThere())
-        #expect(warnings.messages.contains { $0.contains("ad 'evicted-0' loses its file: its file name is not an asset's") })
+        #expect(
+            warnings.messages.contains { $0.contains("ad 'evicted-0' loses its file: its file name is not an asset's") }
+        )
         // The records keep their counts (only the file is lost).
         let after = try f.index()
         #expect(after.ads.contains { $0.id == "evicted-0" && $0.shows == 2 && $0.file == nil && $0.state == .pending })
@@ -67,13 +73,18 @@ import TestSupport
         let victims = Victims(f)
         let size = Int64(FileIO.size(victims.paths[0])!)
         // A record that would be ready if its file were the victim (same size).
-        let hostile = f.ready("hostile", priority: 10) { $0.file = "../victim"; $0.bytes = size }
+        let hostile = f.ready("hostile", priority: 10) {
+            $0.file = "../victim"; $0.bytes = size
+        }
         let good = f.ready("good")
         try f.save([hostile, good])
         let warnings = Collected()
         let choice = try f.cache(at: now, warn: warnings.add).shown()
         #expect(choice?.id == "good")
-        #expect(warnings.messages == ["index.json: ad 'hostile' loses its file: its file name is not an asset's (<64 hex digits>.<ext>)"])
+        #expect(
+            warnings.messages == [
+                "index.json: ad 'hostile' loses its file: its file name is not an asset's (<64 hex digits>.<ext>)"
+            ])
         let listed = try f.store.listing(at: now, warn: { _ in })
         #expect(listed.first { $0.id == "hostile" }?.path == nil)
         #expect(listed.first { $0.id == "hostile" }?.state == .pending)
@@ -106,7 +117,9 @@ import TestSupport
         // The first record is "bad": replace (or add) the field there.
         let lines = text.components(separatedBy: "\n")
         let first = lines.firstIndex { $0.contains("\"id\": \"bad\"") }!
-        if let at = lines.indices.first(where: { $0 < first + 30 && lines[$0].trimmingCharacters(in: .whitespaces).hasPrefix(key + ":") }) {
+        if let at = lines.indices.first(where: {
+            $0 < first + 30 && lines[$0].trimmingCharacters(in: .whitespaces).hasPrefix(key + ":")
+        }) {
             var edited = lines
             edited[at] = "      " + field + ","
             text = edited.joined(separator: "\n")
@@ -171,10 +184,18 @@ import TestSupport
         let victims = Victims(f)
         var rng = SplitMix(seed: 0x1DE8)
         let seeds: [AdRecord] = [
-            f.ready("a", priority: 5) { $0.maxShows = 3; $0.shows = 1; $0.lastShown = now - 10; $0.lastShowSeq = 1; $0.showDay = 20_877; $0.showsOnDay = 1 },
-            f.ready("b") { $0.start = now - 100; $0.expires = now + 100; $0.maxShowsPerDay = 2; $0.minInterval = 60; $0.meta = .object(["t": .string("x")]) },
+            f.ready("a", priority: 5) {
+                $0.maxShows = 3; $0.shows = 1; $0.lastShown = now - 10; $0.lastShowSeq = 1; $0.showDay = 20_877;
+                $0.showsOnDay = 1
+            },
+            f.ready("b") {
+                $0.start = now - 100; $0.expires = now + 100; $0.maxShowsPerDay = 2; $0.minInterval = 60;
+                $0.meta = .object(["t": .string("x")])
+            },
             f.ready("c") { $0.state = .withdrawn },
-            f.ready("d") { $0.state = .failed; $0.error = "HTTP 404" },
+            f.ready("d") {
+                $0.state = .failed; $0.error = "HTTP 404"
+            },
         ]
         var seedIndex = CacheIndex()
         seedIndex.ads = seeds
@@ -183,11 +204,12 @@ import TestSupport
         seedIndex.feed = FeedSource(url: "https://ads.example.com/feed.json", etag: "\"e\"")
         let seedText = String(decoding: try IndexCoder.encode(seedIndex), as: UTF8.self)
         let seedLines = seedText.components(separatedBy: "\n")
-        let hostileValues: [String] = [
-            "-9223372036854775808", "9223372036854775807", "9223372036854775808", "1e300", "-1e300", "1e400",
-            "-1", "0", "0.5", "-0", "99999999999999999999", "null", "true", "[]", "{}", "\"\"", "\"-1\"",
-            "\"\\u001b]0;owned\\u0007\"", "\"archived\"", "\"video\"", "\"ready\"", "\"withdrawn\"",
-        ] + victims.names.map { "\"" + $0.replacingOccurrences(of: "/", with: "\\/") + "\"" }
+        let hostileValues: [String] =
+            [
+                "-9223372036854775808", "9223372036854775807", "9223372036854775808", "1e300", "-1e300", "1e400",
+                "-1", "0", "0.5", "-0", "99999999999999999999", "null", "true", "[]", "{}", "\"\"", "\"-1\"",
+                "\"\\u001b]0;owned\\u0007\"", "\"archived\"", "\"video\"", "\"ready\"", "\"withdrawn\"",
+            ] + victims.names.map { "\"" + $0.replacingOccurrences(of: "/", with: "\\/") + "\"" }
         let alphabet = Array(#"{}[]":,0123456789-+.eE truefalsnul\/"#.utf8) + [0x00, 0xFF, 0x0A]
         var outcomes: [String: Int] = [:]
         let rounds = 5_000
@@ -232,14 +254,20 @@ import TestSupport
             }
             let warnings = collected.messages
             if warnings.contains(where: { $0.contains("moved it aside") }) { outcome.append("moved aside") }
-            if warnings.contains(where: { $0.hasPrefix("index.json: dropped") || $0.contains("loses its file") }) { outcome.append("repaired") }
+            if warnings.contains(where: { $0.hasPrefix("index.json: dropped") || $0.contains("loses its file") }) {
+                outcome.append("repaired")
+            }
             outcomes[outcome.joined(separator: ", "), default: 0] += 1
-            #expect(victims.allThere(), "a file outside the assets was deleted by \(String(decoding: bytes, as: UTF8.self))")
+            #expect(
+                victims.allThere(), "a file outside the assets was deleted by \(String(decoding: bytes, as: UTF8.self))"
+            )
             for name in FileIO.list(f.store.directory) where name.hasPrefix("index.json.corrupt-") {
                 FileIO.remove(f.store.directory + "/" + name)
             }
         }
-        print("index fuzz: \(rounds) indexes: " + outcomes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; "))
+        print(
+            "index fuzz: \(rounds) indexes: "
+                + outcomes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; "))
         // The mutations reach each kind of outcome: otherwise the fuzzer tests too little.
         #expect(outcomes.keys.contains("ok"))
         #expect(outcomes.keys.contains { $0.contains("repaired") })

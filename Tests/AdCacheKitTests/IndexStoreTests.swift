@@ -1,13 +1,16 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 @Suite struct IndexStoreTests {
     @Test func saveAndLoadRoundTrip() throws {
         let f = try CacheFixture(); defer { f.remove() }
         var ad = f.ready("a \"quoted\"\n\tünïcödé 🎉 \u{1}") {
-            $0.meta = .object(["n": .int(1), "s": .string("x\\y"), "a": .array([.null, .bool(true), .double(1.5), .object([:])])])
+            $0.meta = .object([
+                "n": .int(1), "s": .string("x\\y"), "a": .array([.null, .bool(true), .double(1.5), .object([:])]),
+            ])
             $0.clickUrl = "https://e.com/?a=1&b=/"
         }
         ad.shows = 3
@@ -16,7 +19,8 @@ import TestSupport
         ad.expires = 1_803_859_260
         ad.maxShows = 9; ad.maxShowsPerDay = 2; ad.minInterval = 60
         ad.lastShown = 1_803_859_201.5; ad.lastShowSeq = 7; ad.showDay = 20_877; ad.showsOnDay = 1
-        ad.etag = "W/\"x\""; ad.lastModified = "Mon, 02 Nov 2026 10:00:00 GMT"; ad.sha256 = String(repeating: "a", count: 64)
+        ad.etag = "W/\"x\""; ad.lastModified = "Mon, 02 Nov 2026 10:00:00 GMT";
+        ad.sha256 = String(repeating: "a", count: 64)
         ad.error = "HTTP 503"
         let plain = f.ready("b")
         try f.save([ad, plain])
@@ -27,7 +31,10 @@ import TestSupport
         #expect(FileIO.list(f.store.directory).filter { $0.contains("tmp") }.isEmpty)
     }
 
-    @Test(arguments: ["{ not json", "", "{\"version\":1,\"ads\":[{\"id\":3}]", "{\"version\":1,\"ads\":[{\"id\":\"a\",\"url\":\"u\",\"placem"])
+    @Test(arguments: [
+        "{ not json", "", "{\"version\":1,\"ads\":[{\"id\":3}]",
+        "{\"version\":1,\"ads\":[{\"id\":\"a\",\"url\":\"u\",\"placem",
+    ])
     func unreadableIndexIsMovedAsideWithAWarning(content: String) throws {
         let f = try CacheFixture(); defer { f.remove() }
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(content.utf8))
@@ -44,7 +51,8 @@ import TestSupport
 
     @Test func newerIndexVersionIsRefusedNotDestroyed() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(#"{"version":2,"ads":[],"showSeq":0}"#.utf8))
+        FileManager.default.createFile(
+            atPath: f.store.indexPath, contents: Data(#"{"version":2,"ads":[],"showSeq":0}"#.utf8))
         #expect(throws: AdCacheError.self) { try f.store.load(warn: { _ in }) }
         #expect(FileIO.exists(f.store.indexPath))
     }
@@ -58,7 +66,7 @@ import TestSupport
         // contends like another process would.
         try f.store.withIndexLock {
             do {
-                try other.withIndexLock { }
+                try other.withIndexLock {}
                 Issue.record("the second lock should not be granted")
             } catch let e as AdCacheError {
                 #expect(e == .busy("the cache is busy (index.lock is held); try again"))
@@ -81,7 +89,9 @@ import TestSupport
     }
 
     @Test func defaultDirectory() {
-        #expect(CacheStore.defaultDirectory(environment: ["ADCACHE_DIR": "/a", "XDG_CACHE_HOME": "/x", "HOME": "/h"]) == "/a")
+        #expect(
+            CacheStore.defaultDirectory(environment: ["ADCACHE_DIR": "/a", "XDG_CACHE_HOME": "/x", "HOME": "/h"])
+                == "/a")
         #expect(CacheStore.defaultDirectory(environment: ["XDG_CACHE_HOME": "/x", "HOME": "/h"]) == "/x/adcache")
         #expect(CacheStore.defaultDirectory(environment: ["HOME": "/h"]) == "/h/.cache/adcache")
         #expect(CacheStore.defaultDirectory(environment: ["ADCACHE_DIR": "", "HOME": "/h"]) == "/h/.cache/adcache")

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 @Suite struct PrunerTests {
@@ -14,11 +15,14 @@ import TestSupport
         let f = try CacheFixture(); defer { f.remove() }
         let expired = f.ready("expired") { $0.expires = now - 1 }
         let withdrawn = f.ready("withdrawn") { $0.state = .withdrawn }
-        let exhausted = f.ready("exhausted") { $0.maxShows = 2; $0.shows = 2 }
+        let exhausted = f.ready("exhausted") {
+            $0.maxShows = 2; $0.shows = 2
+        }
         let keep = f.ready("keep")
         try f.save([expired, withdrawn, exhausted, keep])
         FileManager.default.createFile(atPath: f.store.assetPath("orphan.png"), contents: Data(Media.png(50)))
-        FileManager.default.createFile(atPath: f.store.partialDirectory + "/\(String(repeating: "0", count: 64)).part", contents: Data([1, 2, 3]))
+        FileManager.default.createFile(
+            atPath: f.store.partialDirectory + "/\(String(repeating: "0", count: 64)).part", contents: Data([1, 2, 3]))
 
         let report = try prune(f)
         #expect(Set(report.removed.map(\.reason)) == ["expired", "withdrawn", "exhausted", "orphan", "partial"])

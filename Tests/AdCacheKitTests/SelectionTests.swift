@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 @Suite struct SelectionTests {
@@ -26,8 +27,10 @@ import TestSupport
 
     @Test func soonestExpiryBreaksTiesThenID() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        try f.save([f.ready("late") { $0.expires = 1_900_000_000 }, f.ready("soon") { $0.expires = 1_850_000_000 },
-                    f.ready("never")])
+        try f.save([
+            f.ready("late") { $0.expires = 1_900_000_000 }, f.ready("soon") { $0.expires = 1_850_000_000 },
+            f.ready("never"),
+        ])
         var peek = NextOptions(); peek.peek = true
         #expect(try pick(f, peek) == "soon")
     }
@@ -50,7 +53,11 @@ import TestSupport
 
     @Test func startAndExpiryWindow() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        try f.save([f.ready("window") { $0.start = 1_803_859_200; $0.expires = 1_803_859_260 }])
+        try f.save([
+            f.ready("window") {
+                $0.start = 1_803_859_200; $0.expires = 1_803_859_260
+            }
+        ])
         var peek = NextOptions(); peek.peek = true
         #expect(try pick(f, peek, at: now - 1) == nil)
         #expect(try pick(f, peek, at: now) == "window")
@@ -77,7 +84,11 @@ import TestSupport
 
     @Test func clockJumpingBackNeitherFailsNorRevivesExpiredAds() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        try f.save([f.ready("a") { $0.minInterval = 600; $0.expires = 1_803_859_300 }])
+        try f.save([
+            f.ready("a") {
+                $0.minInterval = 600; $0.expires = 1_803_859_300
+            }
+        ])
         #expect(try pick(f, at: now) == "a")
         // The clock jumps back a year: the last show is far "in the future"; still counted.
         #expect(try pick(f, at: now - 86400 * 365) == "a")
@@ -88,8 +99,10 @@ import TestSupport
 
     @Test func typeAndPlacementFilter() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        try f.save([f.ready("img", priority: 9), f.ready("vid") { $0.type = .video },
-                    f.ready("banner", priority: 10) { $0.placement = "banner" }])
+        try f.save([
+            f.ready("img", priority: 9), f.ready("vid") { $0.type = .video },
+            f.ready("banner", priority: 10) { $0.placement = "banner" },
+        ])
         var o = NextOptions(); o.peek = true
         #expect(try pick(f, o) == "img")
         o.type = .video
@@ -124,8 +137,10 @@ import TestSupport
 
     @Test func withdrawnPendingAndFailedAreNeverShown() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        try f.save([f.ready("w") { $0.state = .withdrawn }, f.ready("p") { $0.state = .pending },
-                    f.ready("x") { $0.state = .failed }])
+        try f.save([
+            f.ready("w") { $0.state = .withdrawn }, f.ready("p") { $0.state = .pending },
+            f.ready("x") { $0.state = .failed },
+        ])
         #expect(try pick(f) == nil)
     }
 
@@ -142,11 +157,19 @@ import TestSupport
             f.ready("ready"),
             f.ready("scheduled") { $0.start = 1_803_859_300 },
             f.ready("expired") { $0.expires = 1_803_859_100 },
-            f.ready("exhausted") { $0.maxShows = 1; $0.shows = 1 },
+            f.ready("exhausted") {
+                $0.maxShows = 1; $0.shows = 1
+            },
             f.ready("withdrawn") { $0.state = .withdrawn },
-            f.ready("pending") { $0.state = .pending; $0.file = nil },
-            f.ready("failed") { $0.state = .failed; $0.file = nil; $0.error = "HTTP 404" },
-            f.ready("resting") { $0.maxShowsPerDay = 1; $0.showDay = Time.localDay(now); $0.showsOnDay = 1 },
+            f.ready("pending") {
+                $0.state = .pending; $0.file = nil
+            },
+            f.ready("failed") {
+                $0.state = .failed; $0.file = nil; $0.error = "HTTP 404"
+            },
+            f.ready("resting") {
+                $0.maxShowsPerDay = 1; $0.showDay = Time.localDay(now); $0.showsOnDay = 1
+            },
         ])
         let entries = try f.cache(at: now).list()
         #expect(entries.map(\.state.rawValue) == entries.map(\.id))
@@ -158,17 +181,28 @@ import TestSupport
     @Test func listAndNextAgreeOnWhatIsReady() throws {
         let f = try CacheFixture(); defer { f.remove() }
         try f.save([
-            f.ready("capped") { $0.maxShowsPerDay = 2; $0.showDay = Time.localDay(now); $0.showsOnDay = 2 },
-            f.ready("interval") { $0.minInterval = 600; $0.lastShown = now - 60 },
+            f.ready("capped") {
+                $0.maxShowsPerDay = 2; $0.showDay = Time.localDay(now); $0.showsOnDay = 2
+            },
+            f.ready("interval") {
+                $0.minInterval = 600; $0.lastShown = now - 60
+            },
             f.ready("later") { $0.start = now + 10 },
-            f.ready("ok-a") { $0.minInterval = 600; $0.lastShown = now - 601 },
-            f.ready("ok-b") { $0.maxShowsPerDay = 2; $0.showDay = Time.localDay(now) - 1; $0.showsOnDay = 2 },
+            f.ready("ok-a") {
+                $0.minInterval = 600; $0.lastShown = now - 601
+            },
+            f.ready("ok-b") {
+                $0.maxShowsPerDay = 2; $0.showDay = Time.localDay(now) - 1; $0.showsOnDay = 2
+            },
         ])
         let listed = try f.cache(at: now).list()
         #expect(listed.filter { $0.state == .resting }.map(\.id) == ["capped", "interval"])
         let ready = Set(listed.filter { $0.state == .ready }.map(\.id))
         var shown = Set<String>()
-        for _ in 0..<4 { if let ad = try f.cache(at: now).shown(NextOptions(peek: true)) { shown.insert(ad.id) }; _ = try f.cache(at: now).shown() }
+        for _ in 0..<4 {
+            if let ad = try f.cache(at: now).shown(NextOptions(peek: true)) { shown.insert(ad.id) };
+            _ = try f.cache(at: now).shown()
+        }
         #expect(ready == ["ok-a", "ok-b"])
         #expect(shown.isSubset(of: ready) && !shown.isEmpty)
     }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 @Suite struct TimeTests {
@@ -18,8 +19,10 @@ import TestSupport
         #expect(Time.parse(text) == expected)
     }
 
-    @Test(arguments: ["2027-03-01T00:00:00", "2027-03-01", "2027-02-30T00:00:00Z", "2027-13-01T00:00:00Z",
-                      "2027-03-01T24:00:00Z", "2027-03-01T00:00:00+0800", "soon", "", "12:00", "2027-03-01T00:00:00Zjunk"])
+    @Test(arguments: [
+        "2027-03-01T00:00:00", "2027-03-01", "2027-02-30T00:00:00Z", "2027-13-01T00:00:00Z",
+        "2027-03-01T24:00:00Z", "2027-03-01T00:00:00+0800", "soon", "", "12:00", "2027-03-01T00:00:00Zjunk",
+    ])
     func rejects(text: String) {
         #expect(Time.parse(text) == nil)
     }
@@ -38,8 +41,12 @@ import TestSupport
 
     @Test func localDayFollowsTheTimeZone() {
         let t = 1803859200.0 - 3600   // 2027-02-28T23:00:00Z
-        #expect(Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!) == Time.localDay(t - 82800, timeZone: TimeZone(identifier: "UTC")!))
-        #expect(Time.localDay(t, timeZone: TimeZone(identifier: "Asia/Shanghai")!) == Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!) + 1)
+        #expect(
+            Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!)
+                == Time.localDay(t - 82800, timeZone: TimeZone(identifier: "UTC")!))
+        #expect(
+            Time.localDay(t, timeZone: TimeZone(identifier: "Asia/Shanghai")!) == Time.localDay(
+                t, timeZone: TimeZone(identifier: "UTC")!) + 1)
     }
 
     @Test func libcLocalDayAgreesWithFoundation() {

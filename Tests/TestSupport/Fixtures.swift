@@ -1,11 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-import Foundation
-@testable import AdCacheKit
 import AdCacheCLI
+import Foundation
+
+@testable import AdCacheKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A fresh temporary directory; `remove()` it in a `defer`.
 public struct TempDir: Sendable {
@@ -33,7 +35,8 @@ public struct TempDir: Sendable {
     @discardableResult
     public func write(_ name: String, _ bytes: [UInt8]) -> String {
         let p = file(name)
-        try? FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(
+            atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         FileManager.default.createFile(atPath: p, contents: Data(bytes))
         return p
     }
@@ -89,7 +92,9 @@ public enum Adcache {
         let bundle = Bundle.main.bundleURL
         candidates.append(bundle.deletingLastPathComponent().appendingPathComponent("adcache").path)
         candidates.append(bundle.appendingPathComponent("adcache").path)
-        for c in Bundle.allBundles.map({ $0.bundleURL.deletingLastPathComponent().appendingPathComponent("adcache").path }) {
+        for c in Bundle.allBundles.map({
+            $0.bundleURL.deletingLastPathComponent().appendingPathComponent("adcache").path
+        }) {
             candidates.append(c)
         }
         candidates.append(FileManager.default.currentDirectoryPath + "/.build/debug/adcache")
@@ -105,7 +110,8 @@ public enum Adcache {
 
 /// Runs any program with a minimal environment plus `environment`, capturing stdout, stderr
 /// and the exit code separately (through files, so that nothing blocks on a full pipe).
-public func runProgram(_ path: String, _ args: [String], environment: [String: String] = [:], cwd: String? = nil) -> Run {
+public func runProgram(_ path: String, _ args: [String], environment: [String: String] = [:], cwd: String? = nil) -> Run
+{
     let scratch = TempDir()
     defer { scratch.remove() }
     let p = Process()
@@ -138,8 +144,9 @@ extension Adcache {
         var env = ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "TZ": "UTC", "TERM": "xterm"]
         for (k, v) in environment { env[k] = v }
         let out = Captured(), err = Captured()
-        let io = CommandIO(stdout: CommandOutput(isTerminal: terminal) { out.append($0) },
-                           stderr: CommandOutput(isTerminal: terminal) { err.append($0) })
+        let io = CommandIO(
+            stdout: CommandOutput(isTerminal: terminal) { out.append($0) },
+            stderr: CommandOutput(isTerminal: terminal) { err.append($0) })
         let status = CLI.run(args, environment: env, io: io)
         return Run(status: status, stdout: out.text, stderr: err.text)
     }

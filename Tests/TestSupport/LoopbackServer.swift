@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
+
 @testable import AdCacheKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A small HTTP/1.1 server on 127.0.0.1 for the tests: it binds port 0, reads the port back
 /// with `getsockname`, logs every request, and answers through a handler that can produce
@@ -53,20 +55,25 @@ public final class LoopbackServer: @unchecked Sendable {
 
         /// Serves `body` as a static file server would: ETag and Last-Modified, 304 to a
         /// matching conditional request, 206 to a Range whose If-Range matches.
-        public static func file(_ body: [UInt8], for request: Request, etag: String? = nil,
-                                lastModified: String? = "Mon, 02 Nov 2026 10:00:00 GMT",
-                                contentType: String = "application/octet-stream") -> Response {
+        public static func file(
+            _ body: [UInt8], for request: Request, etag: String? = nil,
+            lastModified: String? = "Mon, 02 Nov 2026 10:00:00 GMT",
+            contentType: String = "application/octet-stream"
+        ) -> Response {
             var headers: [(String, String)] = [("Content-Type", contentType), ("Accept-Ranges", "bytes")]
             if let etag { headers.append(("ETag", etag)) }
             if let lastModified { headers.append(("Last-Modified", lastModified)) }
             if let inm = request.header("If-None-Match"), let etag, inm == etag {
                 return Response(status: 304, headers: headers)
             }
-            if request.header("If-None-Match") == nil, let ims = request.header("If-Modified-Since"), ims == lastModified {
+            if request.header("If-None-Match") == nil, let ims = request.header("If-Modified-Since"),
+                ims == lastModified
+            {
                 return Response(status: 304, headers: headers)
             }
             if let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
-               let start = Int(range.dropFirst(6).dropLast()) {
+                let start = Int(range.dropFirst(6).dropLast())
+            {
                 let ifRange = request.header("If-Range")
                 let matches = ifRange == nil || ifRange == etag || ifRange == lastModified
                 if matches {
@@ -166,7 +173,8 @@ public final class LoopbackServer: @unchecked Sendable {
         var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         let request = Request(method: String(parts[0]), path: String(parts[1]), headers: headers)
         lock.lock()

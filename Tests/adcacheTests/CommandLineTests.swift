@@ -1,10 +1,12 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
 
 /// The package root, to reach Examples/ and man/.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().path
 
 /// An isolated cache for one end-to-end test.
 struct Sandbox {
@@ -28,7 +30,9 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(a.status == 0 && b.status == 0 && c.status == 0)
         #expect(a.stdout == b.stdout && b.stdout == c.stdout)
         #expect(a.stderr.isEmpty)
-        for section in ["OVERVIEW:", "USAGE: adcache fetch", "ARGUMENTS:", "OPTIONS:", "--parallel <n>", "--cache-dir <dir>"] {
+        for section in [
+            "OVERVIEW:", "USAGE: adcache fetch", "ARGUMENTS:", "OPTIONS:", "--parallel <n>", "--cache-dir <dir>",
+        ] {
             #expect(a.stdout.contains(section), "\(section)")
         }
         let top = Adcache.run(["--help"])
@@ -43,20 +47,39 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(r.stdout.hasPrefix("adcache \(AdCacheVersion.string)"))
     }
 
-    @Test(arguments: [
-        (["fecth"], "unknown command 'fecth'", "did you mean 'fetch'?"),
-        (["fetch", "--paralel", "3"], "unknown option '--paralel' for 'fetch'", "did you mean '--parallel'?"),
-        (["next", "--peak"], "unknown option '--peak' for 'next'", "did you mean '--peek'?"),
-        (["fetch", "--parallel", "0", "x"], "option '--parallel' needs a whole number from 1 to 64 (got '0')", "see 'adcache fetch --help'"),
-        (["prune", "--max-size", "10X"], "option '--max-size' needs a size such as 500K, 100M or 2G (got '10X')", "see 'adcache prune --help'"),
-        (["next", "--at", "2027-03-01T00:00:00"], "option '--at' needs an RFC 3339 time with a zone", "see 'adcache next --help'"),
-        (["next", "--type", "audio"], "option '--type' needs 'image' or 'video' (got 'audio')", "see 'adcache next --help'"),
-        (["fetch", "--header", "NoColon", "x"], "option '--header' needs 'Name: value' (got 'NoColon')", "see 'adcache fetch --help'"),
-        (["fetch", "--timeout"], "option '--timeout' needs a value <sec>", "see 'adcache fetch --help'"),
-        (["list", "extra"], "unexpected argument 'extra'", "see 'adcache list --help'"),
-        ([], "no command given", "see 'adcache --help'"),
-        (["fetch", "gopher://x/feed"], "FEED 'gopher://x/feed': only http, https and file: feeds are supported", nil),
-    ] as [([String], String, String?)])
+    @Test(
+        arguments: [
+            (["fecth"], "unknown command 'fecth'", "did you mean 'fetch'?"),
+            (["fetch", "--paralel", "3"], "unknown option '--paralel' for 'fetch'", "did you mean '--parallel'?"),
+            (["next", "--peak"], "unknown option '--peak' for 'next'", "did you mean '--peek'?"),
+            (
+                ["fetch", "--parallel", "0", "x"], "option '--parallel' needs a whole number from 1 to 64 (got '0')",
+                "see 'adcache fetch --help'"
+            ),
+            (
+                ["prune", "--max-size", "10X"], "option '--max-size' needs a size such as 500K, 100M or 2G (got '10X')",
+                "see 'adcache prune --help'"
+            ),
+            (
+                ["next", "--at", "2027-03-01T00:00:00"], "option '--at' needs an RFC 3339 time with a zone",
+                "see 'adcache next --help'"
+            ),
+            (
+                ["next", "--type", "audio"], "option '--type' needs 'image' or 'video' (got 'audio')",
+                "see 'adcache next --help'"
+            ),
+            (
+                ["fetch", "--header", "NoColon", "x"], "option '--header' needs 'Name: value' (got 'NoColon')",
+                "see 'adcache fetch --help'"
+            ),
+            (["fetch", "--timeout"], "option '--timeout' needs a value <sec>", "see 'adcache fetch --help'"),
+            (["list", "extra"], "unexpected argument 'extra'", "see 'adcache list --help'"),
+            ([], "no command given", "see 'adcache --help'"),
+            (
+                ["fetch", "gopher://x/feed"], "FEED 'gopher://x/feed': only http, https and file: feeds are supported",
+                nil
+            ),
+        ] as [([String], String, String?)])
     func usageErrorsAreOneLinePlusAHint(args: [String], error: String, hint: String?) {
         let s = Sandbox(); defer { s.remove() }
         let r = s.run(args)
@@ -83,7 +106,9 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     func exampleServer() throws -> LoopbackServer {
         try LoopbackServer { r in
             let path = packageRoot + "/Examples" + r.path
-            guard !r.path.contains(".."), let data = FileManager.default.contents(atPath: path) else { return .text(404, "no") }
+            guard !r.path.contains(".."), let data = FileManager.default.contents(atPath: path) else {
+                return .text(404, "no")
+            }
             return .file(Array(data), for: r, etag: "\"\(data.count)\"")
         }
     }
@@ -98,38 +123,53 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 
         let list = s.run(["list"])
         #expect(list.status == 0)
-        #expect(list.lines.first?.split(separator: " ").map(String.init) == ["ID", "TYPE", "STATE", "SHOWS", "STARTS", "EXPIRES", "SIZE"])
+        #expect(
+            list.lines.first?.split(separator: " ").map(String.init) == [
+                "ID", "TYPE", "STATE", "SHOWS", "STARTS", "EXPIRES", "SIZE",
+            ])
         #expect(list.lines.count == 4)
         #expect(list.lines.filter { $0.contains(" ready ") }.count == 3)
 
         let next = s.run(["next", "--json"])
         #expect(next.status == 0)
         let obj = try jsonObject(next.stdout)
-        #expect(Set(obj.keys) == ["id", "path", "type", "placement", "duration", "clickUrl", "remainingShows", "expires", "priority", "meta", "fallback"])
+        #expect(
+            Set(obj.keys) == [
+                "id", "path", "type", "placement", "duration", "clickUrl", "remainingShows", "expires", "priority",
+                "meta", "fallback",
+            ])
         #expect(obj["id"] as? String == "spring-sale")
         #expect(obj["remainingShows"] as? Int == 2)
         #expect(obj["duration"] as? Int == 4)
         #expect((obj["meta"] as? [String: Any])?["title"] as? String == "Spring sale")
         let path = try #require(obj["path"] as? String)
         #expect(path.hasPrefix(s.cache + "/assets/"))
-        #expect(FileManager.default.contents(atPath: path) == FileManager.default.contents(atPath: packageRoot + "/Examples/assets/spring.jpg"))
+        #expect(
+            FileManager.default.contents(atPath: path)
+                == FileManager.default.contents(atPath: packageRoot + "/Examples/assets/spring.jpg"))
 
         let plain = s.run(["next"])
         #expect(plain.status == 0)
         #expect(plain.lines.count == 1 && plain.lines[0].hasPrefix("/"))
 
         let listJSON = s.run(["list", "--json"])
-        let entries = try #require(try JSONSerialization.jsonObject(with: Data(listJSON.stdout.utf8)) as? [[String: Any]])
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(listJSON.stdout.utf8)) as? [[String: Any]])
         #expect(entries.count == 3)
         for e in entries {
-            #expect(Set(e.keys) == ["id", "url", "type", "placement", "state", "shows", "maxShows", "priority", "start", "expires", "lastShown", "bytes", "path", "error"])
+            #expect(
+                Set(e.keys) == [
+                    "id", "url", "type", "placement", "state", "shows", "maxShows", "priority", "start", "expires",
+                    "lastShown", "bytes", "path", "error",
+                ])
         }
         #expect(entries.first?["shows"] as? Int == 2)
 
         // Nothing changed: a second fetch transfers no asset body.
         let again = s.run(["fetch", "--no-progress"])
         #expect(again.stdout == "3 ads: 3 ready (3 unchanged)\n")
-        #expect(server.log.filter { $0.path.hasPrefix("/assets/") }.count == 3 + 2)   // spring.jpg has sha256: not asked
+        // spring.jpg has a sha256 that matches: not asked again.
+        #expect(server.log.filter { $0.path.hasPrefix("/assets/") }.count == 3 + 2)
     }
 
     @Test func exampleFeedFromALocalPath() throws {
@@ -159,9 +199,13 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let s = Sandbox(); defer { s.remove() }
         #expect(s.run(["fetch", packageRoot + "/Examples/feed.json"]).status == 0)
         #expect(s.run(["next", "--at", "2027-01-01T00:00:00Z"]).status == 0)
-        let quick = s.run(["next", "--cooldown", "60", "--fallback", "/opt/default.png", "--at", "2027-01-01T00:00:30Z"])
+        let quick = s.run([
+            "next", "--cooldown", "60", "--fallback", "/opt/default.png", "--at", "2027-01-01T00:00:30Z",
+        ])
         #expect(quick.status == 1 && quick.stdout.isEmpty)
-        let later = s.run(["next", "--cooldown", "60", "--fallback", "/opt/default.png", "--at", "2027-01-01T00:01:30Z"])
+        let later = s.run([
+            "next", "--cooldown", "60", "--fallback", "/opt/default.png", "--at", "2027-01-01T00:01:30Z",
+        ])
         #expect(later.status == 0)
         #expect(later.stdout.hasPrefix(s.cache + "/assets/"))
     }
@@ -214,7 +258,9 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 
     @Test func skippedAdsWarnButDoNotChangeTheExitCode() throws {
         let s = Sandbox(); defer { s.remove() }
-        let feed = s.dir.write("feed.json", #"[{"id":"good","url":"\#(packageRoot)/Examples/assets/spring.jpg"},{"id":"bad","url":"ftp://x/y.jpg"}]"#)
+        let feed = s.dir.write(
+            "feed.json",
+            #"[{"id":"good","url":"\#(packageRoot)/Examples/assets/spring.jpg"},{"id":"bad","url":"ftp://x/y.jpg"}]"#)
         let r = s.run(["fetch", feed])
         #expect(r.status == 0)
         #expect(r.stderr == "adcache: warning: skipping ad 'bad': its \"url\" scheme 'ftp' is not http or https\n")
@@ -240,10 +286,13 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 
     @Test func cacheDirectoryFromTheEnvironment() {
         let s = Sandbox(); defer { s.remove() }
-        let r = Adcache.call(["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["ADCACHE_DIR": s.dir.path + "/env-cache"])
+        let r = Adcache.call(
+            ["fetch", "-q", packageRoot + "/Examples/feed.json"],
+            environment: ["ADCACHE_DIR": s.dir.path + "/env-cache"])
         #expect(r.status == 0)
         #expect(FileIO.exists(s.dir.path + "/env-cache/index.json"))
-        let x = Adcache.call(["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["XDG_CACHE_HOME": s.dir.path + "/xdg"])
+        let x = Adcache.call(
+            ["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["XDG_CACHE_HOME": s.dir.path + "/xdg"])
         #expect(x.status == 0)
         #expect(FileIO.exists(s.dir.path + "/xdg/adcache/index.json"))
     }
@@ -287,9 +336,11 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     @Test func nextAtRecordsTheShowAtThatTime() throws {
         let s = Sandbox(); defer { s.remove() }
         #expect(s.run(["fetch", packageRoot + "/Examples/feed.json"]).status == 0)
-        #expect(s.run(["next", "--at", "2025-06-01T00:00:00Z", "--peek", "--json"]).stdout.contains("\"new-app\""))   // before spring-sale starts
+        // Before spring-sale starts:
+        #expect(s.run(["next", "--at", "2025-06-01T00:00:00Z", "--peek", "--json"]).stdout.contains("\"new-app\""))
         _ = s.run(["next", "--at", "2027-01-01T00:00:00+01:00"])
-        let list = try #require(try JSONSerialization.jsonObject(with: Data(s.run(["list", "--json"]).stdout.utf8)) as? [[String: Any]])
+        let list = try #require(
+            try JSONSerialization.jsonObject(with: Data(s.run(["list", "--json"]).stdout.utf8)) as? [[String: Any]])
         #expect(list[0]["lastShown"] as? String == "2026-12-31T23:00:00Z")
     }
 }

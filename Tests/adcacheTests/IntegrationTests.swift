@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// Runs a program (not adcache), as a person's shell would.
 func sh(_ path: String, _ args: [String], env: [String: String] = [:], cwd: String? = nil) -> Run {
@@ -15,14 +15,20 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
     @Test func makeInstallPutsEveryFileInPlaceAndUninstallRemovesThem() throws {
         let dir = TempDir(); defer { dir.remove() }
         let root = dir.path + "/root"
-        let install = sh("/usr/bin/make", ["-s", "install", "DESTDIR=\(root)", "PREFIX=/usr", "BIN=\(Adcache.binary)"], cwd: packageRoot)
+        let install = sh(
+            "/usr/bin/make", ["-s", "install", "DESTDIR=\(root)", "PREFIX=/usr", "BIN=\(Adcache.binary)"],
+            cwd: packageRoot)
         #expect(install.status == 0, "\(install.stderr)")
-        let files = ["/usr/bin/adcache", "/usr/share/man/man1/adcache.1", "/usr/share/bash-completion/completions/adcache",
-                     "/usr/share/zsh/site-functions/_adcache", "/usr/share/fish/vendor_completions.d/adcache.fish"]
+        let files = [
+            "/usr/bin/adcache", "/usr/share/man/man1/adcache.1", "/usr/share/bash-completion/completions/adcache",
+            "/usr/share/zsh/site-functions/_adcache", "/usr/share/fish/vendor_completions.d/adcache.fish",
+        ]
         for f in files { #expect(FileManager.default.fileExists(atPath: root + f), "\(f)") }
         let version = sh(root + "/usr/bin/adcache", ["--version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("adcache "))
-        #expect(FileManager.default.contents(atPath: root + "/usr/share/man/man1/adcache.1") == FileManager.default.contents(atPath: packageRoot + "/man/adcache.1"))
+        #expect(
+            FileManager.default.contents(atPath: root + "/usr/share/man/man1/adcache.1")
+                == FileManager.default.contents(atPath: packageRoot + "/man/adcache.1"))
         let uninstall = sh("/usr/bin/make", ["-s", "uninstall", "DESTDIR=\(root)", "PREFIX=/usr"], cwd: packageRoot)
         #expect(uninstall.status == 0)
         for f in files { #expect(!FileManager.default.fileExists(atPath: root + f), "\(f)") }
@@ -40,14 +46,14 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
     @Test func bashCompletesCommandsOptionsAndValues() throws {
         let file = try script("bash")
         let probe = """
-        source \(file) || exit 9
-        complete -p adcache || exit 8
-        COMP_WORDS=(adcache fe); COMP_CWORD=1; _adcache; echo "1:${COMPREPLY[*]}"
-        COMP_WORDS=(adcache next --pe); COMP_CWORD=2; _adcache; echo "2:${COMPREPLY[*]}"
-        COMP_WORDS=(adcache next --type ''); COMP_CWORD=3; _adcache; echo "3:${COMPREPLY[*]}"
-        COMP_WORDS=(adcache --cache-dir /tmp/x fetch --par); COMP_CWORD=4; _adcache; echo "4:${COMPREPLY[*]}"
-        COMP_WORDS=(adcache help ''); COMP_CWORD=2; _adcache; echo "5:${COMPREPLY[*]}"
-        """
+            source \(file) || exit 9
+            complete -p adcache || exit 8
+            COMP_WORDS=(adcache fe); COMP_CWORD=1; _adcache; echo "1:${COMPREPLY[*]}"
+            COMP_WORDS=(adcache next --pe); COMP_CWORD=2; _adcache; echo "2:${COMPREPLY[*]}"
+            COMP_WORDS=(adcache next --type ''); COMP_CWORD=3; _adcache; echo "3:${COMPREPLY[*]}"
+            COMP_WORDS=(adcache --cache-dir /tmp/x fetch --par); COMP_CWORD=4; _adcache; echo "4:${COMPREPLY[*]}"
+            COMP_WORDS=(adcache help ''); COMP_CWORD=2; _adcache; echo "5:${COMPREPLY[*]}"
+            """
         let r = sh("/bin/bash", ["-c", probe])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.isEmpty, "\(r.stderr)")
@@ -66,7 +72,12 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         let file = try script("zsh")
         let syntax = sh("/usr/bin/zsh", ["-n", file])
         #expect(syntax.status == 0, "\(syntax.stderr)")
-        let load = sh("/usr/bin/zsh", ["-c", "autoload -Uz compinit && compinit -u -d /tmp/zcd-$$ && source \(file) && print -r -- ${_comps[adcache]}"])
+        let load = sh(
+            "/usr/bin/zsh",
+            [
+                "-c",
+                "autoload -Uz compinit && compinit -u -d /tmp/zcd-$$ && source \(file) && print -r -- ${_comps[adcache]}",
+            ])
         #expect(load.status == 0, "\(load.stderr)")
         #expect(load.stdout == "_adcache\n")
     }
@@ -92,10 +103,12 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
 @Suite struct ListOutputTests {
     /// A cache with one ad that started 2 h before `at` and expires 3 days after it.
     func cache(_ s: Sandbox) throws -> String {
-        let feed = s.dir.write("feed.json", """
-        [{"id":"soon","url":"\(packageRoot)/Examples/assets/spring.jpg","start":"2027-03-01T06:00:00Z","expires":"2027-03-04T08:00:00Z","maxShows":3},
-         {"id":"gone","url":"\(packageRoot)/Examples/assets/missing.jpg"}]
-        """)
+        let feed = s.dir.write(
+            "feed.json",
+            """
+            [{"id":"soon","url":"\(packageRoot)/Examples/assets/spring.jpg","start":"2027-03-01T06:00:00Z","expires":"2027-03-04T08:00:00Z","maxShows":3},
+             {"id":"gone","url":"\(packageRoot)/Examples/assets/missing.jpg"}]
+            """)
         let r = s.run(["fetch", feed])
         #expect(r.status == 75)
         return "2027-03-01T08:00:00Z"
@@ -147,7 +160,9 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.isEmpty, "\(r.stderr)")
         let service = try String(contentsOfFile: paths[0], encoding: .utf8)
-        for directive in ["User=adcache", "ProtectSystem=strict", "ReadWritePaths=/var/cache/adcache"] { #expect(service.contains(directive)) }
+        for directive in ["User=adcache", "ProtectSystem=strict", "ReadWritePaths=/var/cache/adcache"] {
+            #expect(service.contains(directive))
+        }
         let timer = try String(contentsOfFile: paths[1], encoding: .utf8)
         for directive in ["RandomizedDelaySec=", "Persistent=true"] { #expect(timer.contains(directive)) }
     }
@@ -162,7 +177,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         chmod(bin + "/mpv", 0o755)
         try? FileManager.default.createSymbolicLink(atPath: bin + "/adcache", withDestinationPath: Adcache.binary)
         let env = ["PATH": "\(bin):/usr/bin:/bin", "ADCACHE_DIR": s.cache]
-        let r = sh(packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png", "/bin/echo", "app started"], env: env)
+        let r = sh(
+            packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png", "/bin/echo", "app started"], env: env)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("--length=4"))   // spring-sale's duration
         #expect(r.stdout.contains(s.cache + "/assets/"))

@@ -1,12 +1,14 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct ManPageTests {
     let manPath = packageRoot + "/man/adcache.1"
 
     @Test func lintsClean() throws {
-        let mandoc = ["/usr/bin/mandoc", "/usr/local/bin/mandoc"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let mandoc = ["/usr/bin/mandoc", "/usr/local/bin/mandoc"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
         let path = try #require(mandoc, "mandoc is not installed: run 'make test', which installs it")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
@@ -28,7 +30,9 @@ import TestSupport
         let help = Adcache.call([command, "--help"]).stdout
         let options = help.split(separator: "\n").compactMap { line -> String? in
             let words = line.split(separator: " ")
-            return words.first { $0.hasPrefix("--") }.map { String($0.dropFirst(2)).replacingOccurrences(of: ",", with: "") }
+            return words.first { $0.hasPrefix("--") }.map {
+                String($0.dropFirst(2)).replacingOccurrences(of: ",", with: "")
+            }
         }
         #expect(!options.isEmpty)
         for option in options {

@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SPEC §6: every guarantee, provoked.
 @Suite(.serialized) struct ReliabilityTests {
@@ -24,7 +26,9 @@ import TestSupport
                 guard let self else { return .text(503, "gone") }
                 let gen = self.currentGeneration
                 if r.path == "/feed.json" { return .text(200, self.feed(gen), contentType: "application/json") }
-                guard r.path.hasPrefix("/a/"), let i = Int(r.path.dropFirst(3)), i < count else { return .text(404, "no") }
+                guard r.path.hasPrefix("/a/"), let i = Int(r.path.dropFirst(3)), i < count else {
+                    return .text(404, "no")
+                }
                 var resp = LoopbackServer.Response.file(self.body(i, gen), for: r, etag: "\"g\(gen)-\(i)\"")
                 resp.dripChunk = chunk
                 resp.dripPause = pause
@@ -101,7 +105,9 @@ import TestSupport
         var i = 0
         while kills < 20 && i < 80 {
             defer { i += 1 }
-            let p = try spawn(["--cache-dir", cache, "fetch", "--no-progress", "--parallel", "3", assets.server.url("/feed.json")])
+            let p = try spawn([
+                "--cache-dir", cache, "fetch", "--no-progress", "--parallel", "3", assets.server.url("/feed.json"),
+            ])
             usleep(useconds_t(20_000 + (i * 37_000) % 700_000))   // varied moments, 20 to 720 ms in
             if p.isRunning {
                 kill(p.processIdentifier, SIGKILL)
@@ -137,9 +143,13 @@ import TestSupport
         // Invalidate the cached files' validators so the next fetch downloads everything again, slowly.
         let store = CacheStore(directory: cache)
         try store.update(warn: { _ in }) { index in
-            for i in index.ads.indices { index.ads[i].etag = nil; index.ads[i].lastModified = nil; index.ads[i].sha256 = nil }
+            for i in index.ads.indices {
+                index.ads[i].etag = nil; index.ads[i].lastModified = nil; index.ads[i].sha256 = nil
+            }
         }
-        let fetch = try spawn(["--cache-dir", cache, "fetch", "--no-progress", "--parallel", "1", assets.server.url("/feed.json")])
+        let fetch = try spawn([
+            "--cache-dir", cache, "fetch", "--no-progress", "--parallel", "1", assets.server.url("/feed.json"),
+        ])
         var shown = 0, during = 0, busy = 0
         while fetch.isRunning || during < 5 {
             let r = Adcache.run(["--cache-dir", cache, "next"])
@@ -187,7 +197,11 @@ import TestSupport
         let server = try LoopbackServer { r in
             switch r.path {
             case "/feed.json":
-                return .text(200, withBig.isSet ? #"[{"id":"small","url":"s.jpg"},{"id":"big","url":"b.mp4"}]"# : #"[{"id":"small","url":"s.jpg"}]"#)
+                return .text(
+                    200,
+                    withBig.isSet
+                        ? #"[{"id":"small","url":"s.jpg"},{"id":"big","url":"b.mp4"}]"#
+                        : #"[{"id":"small","url":"s.jpg"}]"#)
             case "/s.jpg": return .file(small, for: r, etag: "\"s\"")
             case "/b.mp4": return .file(big, for: r, etag: "\"b\"")
             default: return .text(404, "no")
@@ -217,13 +231,15 @@ import TestSupport
         let jpeg = Media.jpeg()
         let server = try LoopbackServer { r in
             if r.path == "/feed.json" {
-                return .text(200, #"""
-                [{"id":"../../../escape","url":"/../../x.jpg"},
-                 {"id":"/etc/passwd","url":"/a.jpg?name=../../../../tmp/owned.jpg"},
-                 {"id":"nul\u0000byte","url":"/%2e%2e/%2e%2e/y.jpg"},
-                 {"id":"local","url":"file:///etc/hostname"},
-                 {"id":"js","url":"javascript:alert(1)"}]
-                """#)
+                return .text(
+                    200,
+                    #"""
+                    [{"id":"../../../escape","url":"/../../x.jpg"},
+                     {"id":"/etc/passwd","url":"/a.jpg?name=../../../../tmp/owned.jpg"},
+                     {"id":"nul\u0000byte","url":"/%2e%2e/%2e%2e/y.jpg"},
+                     {"id":"local","url":"file:///etc/hostname"},
+                     {"id":"js","url":"javascript:alert(1)"}]
+                    """#)
             }
             return .file(jpeg, for: r)
         }
@@ -237,7 +253,8 @@ import TestSupport
         #expect(FileIO.list(dir.path + "/sub") == ["cache"])
         let names = FileIO.list(cache + "/assets")
         #expect(names.count == 3)
-        #expect(names.allSatisfy { $0.count == 64 + 4 && $0.hasSuffix(".jpg") && $0.prefix(64).allSatisfy(\.isHexDigit) })
+        #expect(
+            names.allSatisfy { $0.count == 64 + 4 && $0.hasSuffix(".jpg") && $0.prefix(64).allSatisfy(\.isHexDigit) })
         let list = Adcache.run(["--cache-dir", cache, "list", "--json"])
         #expect(list.stdout.contains(#""id": "nul\u0000byte""#))
     }
@@ -254,7 +271,8 @@ import TestSupport
         #expect(names.count == 3)
         let hostile = ["../../../../../../../../" + victim, victim, "../../passwd"]
         for (name, bad) in zip(names, hostile) {
-            text = text.replacingOccurrences(of: "\"file\": \"\(name)\"", with: "\"file\": \"\(bad.replacingOccurrences(of: "/", with: "\\/"))\"")
+            text = text.replacingOccurrences(
+                of: "\"file\": \"\(name)\"", with: "\"file\": \"\(bad.replacingOccurrences(of: "/", with: "\\/"))\"")
         }
         FileManager.default.createFile(atPath: cache + "/index.json", contents: Data(text.utf8))
 
@@ -269,7 +287,9 @@ import TestSupport
         #expect(try String(contentsOfFile: victim, encoding: .utf8).hasPrefix("root:"))
         // The asset files are orphans now, and go; a fetch gets the ads back.
         #expect(FileIO.list(cache + "/assets").isEmpty)
-        #expect(Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).stdout == "3 ads: 3 ready (3 downloaded)\n")
+        #expect(
+            Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).stdout
+                == "3 ads: 3 ready (3 downloaded)\n")
     }
 
     @Test func garbageAndTruncatedIndexAreRecovered() throws {

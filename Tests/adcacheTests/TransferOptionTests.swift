@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import AdCacheKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @Suite struct ProgressTests {
     func server() throws -> LoopbackServer {
@@ -63,7 +65,9 @@ import TestSupport
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 
@@ -87,15 +91,21 @@ import TestSupport
         let s = Sandbox(); defer { s.remove() }
         let www = s.dir.path + "/www"
         try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
-        let gen = try openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem",
-                               "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], cwd: s.dir.path)
+        let gen = try openssl(
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem",
+                "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ], cwd: s.dir.path)
         gen.waitUntilExit()
         try #require(gen.terminationStatus == 0)
         s.dir.write("www/feed.json", #"[{"id":"tls","url":"a.jpg"}]"#)
         s.dir.write("www/a.jpg", Media.jpeg())
         let port = freePort()
-        let server = try openssl(["s_server", "-accept", "127.0.0.1:\(port)", "-cert", "../cert.pem", "-key", "../key.pem",
-                                  "-WWW", "-quiet"], cwd: www)
+        let server = try openssl(
+            [
+                "s_server", "-accept", "127.0.0.1:\(port)", "-cert", "../cert.pem", "-key", "../key.pem",
+                "-WWW", "-quiet",
+            ], cwd: www)
         defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }   // s_server ignores SIGTERM
         // Wait for it to listen.
         var ready = false
@@ -106,7 +116,12 @@ import TestSupport
             addr.sin_family = sa_family_t(AF_INET)
             addr.sin_addr.s_addr = inet_addr("127.0.0.1")
             addr.sin_port = UInt16(port).bigEndian
-            ready = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+            ready =
+                withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                } == 0
             close(fd)
         }
         try #require(ready, "openssl s_server did not start")

@@ -41,7 +41,8 @@ final class CacheStore {
         try FileIO.makeDirectory(assetsDirectory)
         try FileIO.makeDirectory(partialDirectory)
         guard access(directory, W_OK) == 0 else {
-            throw AdCacheError.cacheUnwritable("cannot write to the cache directory \(directory): \(FileIO.errnoText())")
+            throw AdCacheError.cacheUnwritable(
+                "cannot write to the cache directory \(directory): \(FileIO.errnoText())")
         }
     }
 
@@ -73,7 +74,10 @@ final class CacheStore {
                 throw AdCacheError.io("index.json cannot be read (\(reason)) nor moved aside: \(FileIO.errnoText())")
             }
             FileIO.syncDirectory(directory)
-            warn(Diagnostic(.index, "index.json could not be read (\(reason)); moved it aside to \(aside); the next fetch rebuilds it"))
+            warn(
+                Diagnostic(
+                    .index,
+                    "index.json could not be read (\(reason)); moved it aside to \(aside); the next fetch rebuilds it"))
             return CacheIndex()
         }
     }
@@ -98,7 +102,9 @@ final class CacheStore {
             return .failure(Unreadable(reason: "it is not a valid index"))
         }
         guard decoded.index.version <= CacheIndex.currentVersion else {
-            throw AdCacheError.io("index.json has version \(decoded.index.version), newer than this adcache understands (\(CacheIndex.currentVersion))")
+            throw AdCacheError.io(
+                "index.json has version \(decoded.index.version), newer than this adcache understands (\(CacheIndex.currentVersion))"
+            )
         }
         return .success(decoded)
     }
@@ -211,7 +217,9 @@ enum IndexCoder {
                 decoded.index.showSeq = seq
             } else {
                 decoded.index.showSeq = highest
-                if showSeq != nil { decoded.repair(nil, "the show counter was out of range; restarted it at \(highest)") }
+                if showSeq != nil {
+                    decoded.repair(nil, "the show counter was out of range; restarted it at \(highest)")
+                }
             }
             if let t = decoded.index.lastShown, !Time.isSupported(t) {
                 decoded.index.lastShown = nil
@@ -349,10 +357,14 @@ extension AdRecord {
 
     /// Why this record's counts or times cannot be trusted, or nil.
     var implausibility: String? {
-        for (name, v) in [("shows", shows), ("showsOnDay", showsOnDay), ("lastShowSeq", lastShowSeq)] as [(String, Int64?)] {
+        for (name, v) in [("shows", shows), ("showsOnDay", showsOnDay), ("lastShowSeq", lastShowSeq)]
+            as [(String, Int64?)]
+        {
             if let v, !Self.counts.contains(v) { return "its \"\(name)\" (\(v)) is not a count" }
         }
-        for (name, v) in [("maxShows", maxShows), ("maxShowsPerDay", maxShowsPerDay), ("minInterval", minInterval)] as [(String, Int64?)] {
+        for (name, v) in [("maxShows", maxShows), ("maxShowsPerDay", maxShowsPerDay), ("minInterval", minInterval)]
+            as [(String, Int64?)]
+        {
             if let v, v < 0 { return "its \"\(name)\" (\(v)) is negative" }
         }
         for (name, v) in [("start", start), ("expires", expires), ("lastShown", lastShown)] as [(String, Double?)] {

@@ -114,7 +114,9 @@ struct FeedSource: Equatable, Sendable {
     var lastModified: String?
     var fetchedAt: Double?
 
-    init(url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil) {
+    init(
+        url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil
+    ) {
         self.url = url
         self.finalUrl = finalUrl
         self.etag = etag

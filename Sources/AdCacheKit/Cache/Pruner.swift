@@ -21,9 +21,16 @@ public struct PruneReport: Sendable {
     public var json: String {
         JSONOut.object([
             ("dryRun", .bool(dryRun)),
-            ("removed", .array(removed.map { r in
-                .object([("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)), ("bytes", .int(r.bytes))])
-            })),
+            (
+                "removed",
+                .array(
+                    removed.map { r in
+                        .object([
+                            ("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)),
+                            ("bytes", .int(r.bytes)),
+                        ])
+                    })
+            ),
             ("bytesFreed", .int(bytesFreed)),
             ("bytesKept", .int(bytesKept)),
         ]).render(indent: 2)
@@ -136,7 +143,10 @@ final class Pruner {
                 }
             }
             for name in FileIO.list(self.store.directory) where name.hasPrefix("index.json.tmp") {
-                report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: FileIO.size(self.store.directory + "/" + name) ?? 0))
+                report.removed.append(
+                    .init(
+                        id: nil, reason: "temporary", file: name,
+                        bytes: FileIO.size(self.store.directory + "/" + name) ?? 0))
                 if !options.dryRun { FileIO.remove(self.store.directory + "/" + name) }
             }
 
@@ -159,4 +169,3 @@ final class Pruner {
         return report
     }
 }
-

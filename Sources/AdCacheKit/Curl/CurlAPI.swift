@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CCurl
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// libcurl's functions, looked up once with dlopen/dlsym when the first transfer needs them
 /// (`adcache next` never does, and so never pays for loading libcurl and its dependencies).
@@ -17,20 +18,23 @@ struct CurlAPI: @unchecked Sendable {
     let easyInit: @convention(c) () -> Handle?
     let easyCleanup: @convention(c) (Handle?) -> Void
     let easyStrerror: @convention(c) (CURLcode) -> UnsafePointer<CChar>?
-    let slistAppend: @convention(c) (UnsafeMutablePointer<curl_slist>?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<curl_slist>?
+    let slistAppend:
+        @convention(c) (UnsafeMutablePointer<curl_slist>?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<curl_slist>?
     let slistFreeAll: @convention(c) (UnsafeMutablePointer<curl_slist>?) -> Void
     let multiInit: @convention(c) () -> Handle?
     let multiCleanup: @convention(c) (Handle?) -> CURLMcode
     let multiAdd: @convention(c) (Handle?, Handle?) -> CURLMcode
     let multiRemove: @convention(c) (Handle?, Handle?) -> CURLMcode
     let multiPerform: @convention(c) (Handle?, UnsafeMutablePointer<Int32>?) -> CURLMcode
-    let multiPoll: @convention(c) (Handle?, UnsafeMutablePointer<curl_waitfd>?, UInt32, Int32, UnsafeMutablePointer<Int32>?) -> CURLMcode
+    let multiPoll:
+        @convention(c) (Handle?, UnsafeMutablePointer<curl_waitfd>?, UInt32, Int32, UnsafeMutablePointer<Int32>?) ->
+            CURLMcode
     let multiInfoRead: @convention(c) (Handle?, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CURLMsg>?
 
     #if os(macOS)
-    static let libraryNames = ["libcurl.4.dylib", "libcurl.dylib"]
+        static let libraryNames = ["libcurl.4.dylib", "libcurl.dylib"]
     #else
-    static let libraryNames = ["libcurl.so.4", "libcurl.so"]
+        static let libraryNames = ["libcurl.so.4", "libcurl.so"]
     #endif
 
     /// The loaded library, or why it could not be loaded.
@@ -44,7 +48,9 @@ struct CurlAPI: @unchecked Sendable {
             do {
                 let api = try CurlAPI(lib)
                 let globalInit: @convention(c) (Int) -> CURLcode = try symbol(lib, "curl_global_init")
-                guard globalInit(Int(CURL_GLOBAL_ALL)) == CURLE_OK else { return .failure(.libraryMissing("curl_global_init failed")) }
+                guard globalInit(Int(CURL_GLOBAL_ALL)) == CURLE_OK else {
+                    return .failure(.libraryMissing("curl_global_init failed"))
+                }
                 return .success(api)
             } catch let e as AdCacheError {
                 return .failure(e)

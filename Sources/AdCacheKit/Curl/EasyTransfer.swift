@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CCurl
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// One attempt at one transfer: owns its `CURL *` easy handle, header list, error buffer and
 /// output file, and frees them in `deinit`. Not Sendable: the engine's thread drives it.
@@ -26,7 +27,6 @@ final class EasyTransfer {
     private var writingBody = false
     /// Bytes received in this attempt (all bodies), for the progress line.
     private(set) var received: Int64 = 0
-
 
     init?(api: CurlAPI, request: TransferRequest, index: Int, attempt: Int, settings: TransferSettings) {
         guard let h = api.easyInit() else { return nil }
@@ -216,7 +216,8 @@ final class EasyTransfer {
         if let failure {
             response.error = failure
         } else if code != CURLE_OK {
-            response.error = Self.map(code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes)
+            response.error = Self.map(
+                code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes)
         } else if response.status == 304 {
             response.error = nil
         } else if !(200...299).contains(response.status) {
@@ -237,7 +238,8 @@ final class EasyTransfer {
 
     private func errorText(_ code: CURLcode) -> String {
         let text = String(cString: errorBuffer)
-        return text.isEmpty ? api.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)" : text
+        return text.isEmpty
+            ? api.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)" : text
     }
 
     private func hostOf(_ url: String) -> String {
@@ -253,7 +255,7 @@ final class EasyTransfer {
         case CURLE_OPERATION_TIMEDOUT:
             return message.contains("too slow") ? .stalled : .timedOut
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE,
-             CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR:
+            CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR:
             return .tls(message)
         case CURLE_TOO_MANY_REDIRECTS: return .tooManyRedirects
         case CURLE_UNSUPPORTED_PROTOCOL: return .refusedScheme(message)

@@ -25,7 +25,11 @@ final class TransferEngine {
         let loaded = CurlAPI.shared
         guard case .success(let api) = loaded, let multi = api.multiInit() else {
             var r = TransferResponse()
-            if case .failure(let e) = loaded { r.error = .other(e.message) } else { r.error = .other("cannot start libcurl") }
+            if case .failure(let e) = loaded {
+                r.error = .other(e.message)
+            } else {
+                r.error = .other("cannot start libcurl")
+            }
             for i in requests.indices { completion(i, r) }
             return
         }
@@ -78,7 +82,10 @@ final class TransferEngine {
                 let w = waiting[i]
                 guard w.notBefore <= now else { i += 1; continue }
                 waiting.remove(at: i)
-                guard let t = EasyTransfer(api: api, request: requests[w.index], index: w.index, attempt: w.attempt, settings: settings) else {
+                guard
+                    let t = EasyTransfer(
+                        api: api, request: requests[w.index], index: w.index, attempt: w.attempt, settings: settings)
+                else {
                     var r = TransferResponse()
                     r.error = .other("cannot start libcurl")
                     complete(w.index, r)
@@ -94,7 +101,8 @@ final class TransferEngine {
             var queued: Int32 = 0
             while let msg = api.multiInfoRead(multi, &queued) {
                 guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle,
-                      let t = active.removeValue(forKey: h) else { continue }
+                    let t = active.removeValue(forKey: h)
+                else { continue }
                 let code = msg.pointee.data.result
                 _ = api.multiRemove(multi, h)
                 let response = t.finish(code)

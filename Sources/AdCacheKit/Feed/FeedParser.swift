@@ -46,7 +46,9 @@ struct FeedParser: Sendable {
             } else if o["picUrl"] != nil || o["url"] != nil {
                 items = [json]
             } else {
-                throw AdCacheError.feedInvalid("the feed has no recognisable shape (expected an object with \"ads\", an array of ads, a legacy ad or a \"body\" envelope)")
+                throw AdCacheError.feedInvalid(
+                    "the feed has no recognisable shape (expected an object with \"ads\", an array of ads, a legacy ad or a \"body\" envelope)"
+                )
             }
         default:
             throw AdCacheError.feedInvalid("the feed is \(json.typeName), not an object or an array")
@@ -58,7 +60,8 @@ struct FeedParser: Sendable {
             do {
                 let ad = try parseAd(item, index: index, warnings: &warnings)
                 if !seen.insert(ad.id).inserted {
-                    throw AdError(name: "ad '\(ad.id)'", id: ad.id, reason: "its id is used by an earlier ad in the feed")
+                    throw AdError(
+                        name: "ad '\(ad.id)'", id: ad.id, reason: "its id is used by an earlier ad in the feed")
                 }
                 ads.append(ad)
             } catch let e as AdError {
@@ -111,7 +114,9 @@ struct FeedParser: Sendable {
 
         for (key, value) in [("start", o["start"]), ("expires", o["expires"] ?? o["timestamp"])] {
             guard let v = present(value) else { continue }
-            guard let t = Time.parse(v) else { throw fail("its \"\(key)\" is not a time (Unix seconds, milliseconds or RFC 3339)") }
+            guard let t = Time.parse(v) else {
+                throw fail("its \"\(key)\" is not a time (Unix seconds, milliseconds or RFC 3339)")
+            }
             if key == "start" { ad.start = t } else { ad.expires = t }
         }
 
@@ -142,22 +147,28 @@ struct FeedParser: Sendable {
             if let d = v.integerValue, FeedAd.durationRange.contains(Int(clamping: d)) {
                 ad.duration = Int(d)
             } else {
-                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': \"duration\" must be 3 to 5 seconds; using \(FeedAd.defaultDuration)"))
+                warnings.append(
+                    Diagnostic(
+                        .feed, ad: id,
+                        "ad '\(id)': \"duration\" must be 3 to 5 seconds; using \(FeedAd.defaultDuration)"))
             }
         }
         if let v = present(o["clickUrl"]) {
             if let s = v.stringValue, let u = URL(string: s), let scheme = u.scheme?.lowercased(),
-               scheme == "http" || scheme == "https", u.host?.isEmpty == false {
+                scheme == "http" || scheme == "https", u.host?.isEmpty == false
+            {
                 ad.clickUrl = s
             } else {
-                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"clickUrl\": not an http or https URL"))
+                warnings.append(
+                    Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"clickUrl\": not an http or https URL"))
             }
         }
         if let v = present(o["meta"]) {
             if case .object = v {
                 ad.meta = v
             } else {
-                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"meta\": it is \(v.typeName), not an object"))
+                warnings.append(
+                    Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"meta\": it is \(v.typeName), not an object"))
             }
         }
         return ad
@@ -174,7 +185,8 @@ struct FeedParser: Sendable {
     func resolve(_ text: String, fail: (String) -> AdError) throws -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty,
-              let resolved = URL(string: trimmed, relativeTo: baseURL)?.absoluteURL else {
+            let resolved = URL(string: trimmed, relativeTo: baseURL)?.absoluteURL
+        else {
             throw fail("its \"url\" is not a valid URL")
         }
         switch resolved.scheme?.lowercased() {

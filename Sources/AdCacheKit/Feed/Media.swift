@@ -49,9 +49,10 @@ enum MediaFormat: String, Sendable {
 
     /// The type a Content-Type names (`image/png; q=1` → image), or nil.
     static func type(forContentType contentType: String) -> AdType? {
-        let main = contentType.lowercased().split(separator: ";").first.map {
-            $0.trimmingCharacters(in: .whitespaces)
-        } ?? ""
+        let main =
+            contentType.lowercased().split(separator: ";").first.map {
+                $0.trimmingCharacters(in: .whitespaces)
+            } ?? ""
         if main.hasPrefix("image/") { return .image }
         if main.hasPrefix("video/") { return .video }
         return nil

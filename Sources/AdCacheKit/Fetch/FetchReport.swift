@@ -60,15 +60,19 @@ extension FetchReport {
         JSONOut.object([
             ("feed", .string(feed)),
             ("feedStatus", .string(feedStatus)),
-            ("ads", .array(ads.map { ad in
-                .object([
-                    ("id", .string(ad.id)),
-                    ("url", .string(ad.url)),
-                    ("outcome", .string(ad.outcome.rawValue)),
-                    ("bytes", .int(ad.bytes)),
-                    ("error", .string(ad.error)),
-                ])
-            })),
+            (
+                "ads",
+                .array(
+                    ads.map { ad in
+                        .object([
+                            ("id", .string(ad.id)),
+                            ("url", .string(ad.url)),
+                            ("outcome", .string(ad.outcome.rawValue)),
+                            ("bytes", .int(ad.bytes)),
+                            ("error", .string(ad.error)),
+                        ])
+                    })
+            ),
             ("warnings", .array(warnings.map { .string($0) })),
             ("summary", .string(summary)),
             ("exitCode", .int(Int64(exitCode))),

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `adcache fetch`: the feed, then every unexpired ad's asset, then one commit of the index.
 ///
@@ -44,8 +45,9 @@ final class Fetcher {
             throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
         }
         let source = try FeedLocation(feedText)
-        let download = try downloadFeed(source, previous: before.feed?.url == feedText ? before.feed : nil,
-                                        hasAds: !before.ads.isEmpty)
+        let download = try downloadFeed(
+            source, previous: before.feed?.url == feedText ? before.feed : nil,
+            hasAds: !before.ads.isEmpty)
 
         var feed: Feed
         if let bytes = download.body {
@@ -69,13 +71,15 @@ final class Fetcher {
         }
 
         // Every new file's data reaches the disk before the index names it.
-        let downloaded = Set(results.values.filter { $0.outcome == .downloaded || $0.outcome == .resumed }.compactMap(\.file))
+        let downloaded = Set(
+            results.values.filter { $0.outcome == .downloaded || $0.outcome == .resumed }.compactMap(\.file))
         if let e = FileIO.syncFiles(downloaded.map(store.assetPath)) { throw e }
         if !downloaded.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
 
-        let feedState = FeedSource(url: feedText, finalUrl: download.finalURL.absoluteString,
-                                   etag: download.etag, lastModified: download.lastModified,
-                                   fetchedAt: now())
+        let feedState = FeedSource(
+            url: feedText, finalUrl: download.finalURL.absoluteString,
+            etag: download.etag, lastModified: download.lastModified,
+            fetchedAt: now())
         try commit(feed.ads, results: results, feedState: feedState)
 
         // What succeeded is committed; a failing disk still ends the run with its own error.
@@ -122,12 +126,14 @@ final class Fetcher {
             }
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
             if response.notModified {
-                return FeedDownload(body: nil, finalURL: previous?.finalUrl.flatMap(URL.init(string:)) ?? finalURL,
-                                    etag: response.headers["etag"] ?? previous?.etag,
-                                    lastModified: response.headers["last-modified"] ?? previous?.lastModified)
+                return FeedDownload(
+                    body: nil, finalURL: previous?.finalUrl.flatMap(URL.init(string:)) ?? finalURL,
+                    etag: response.headers["etag"] ?? previous?.etag,
+                    lastModified: response.headers["last-modified"] ?? previous?.lastModified)
             }
-            return FeedDownload(body: response.body, finalURL: finalURL,
-                                etag: response.headers["etag"], lastModified: response.headers["last-modified"])
+            return FeedDownload(
+                body: response.body, finalURL: finalURL,
+                etag: response.headers["etag"], lastModified: response.headers["last-modified"])
         }
     }
 
@@ -195,10 +201,11 @@ final class Fetcher {
                 continue
             }
             let hash = try SHA256Hasher.hex(ad.url)
-            var request = TransferRequest(url: ad.url, destination: .file(PartialDownload(path: store.partialDirectory + "/\(hash).part")),
-                                          maxBytes: options.maxAssetSize)
+            var request = TransferRequest(
+                url: ad.url, destination: .file(PartialDownload(path: store.partialDirectory + "/\(hash).part")),
+                maxBytes: options.maxAssetSize)
             request.allowFile = ad.url.hasPrefix("file:")
-            if let cached, ad.sha256 == nil {  // a feed sha256 that differs means the file is stale
+            if let cached, ad.sha256 == nil {   // a feed sha256 that differs means the file is stale
                 request.ifNoneMatch = cached.etag
                 request.ifModifiedSince = request.allowFile ? nil : cached.lastModified
             }
@@ -216,7 +223,8 @@ final class Fetcher {
         for job in jobs where job.ads.count > 1 {
             for ad in job.ads.dropFirst() {
                 if var r = results[ad.id], let type = ad.type, let got = r.type, type != got, r.file != nil {
-                    r = AssetResult(outcome: .failed, error: "the file is \(got.rawValue), but the ad says \(type.rawValue)")
+                    r = AssetResult(
+                        outcome: .failed, error: "the file is \(got.rawValue), but the ad says \(type.rawValue)")
                     results[ad.id] = r
                 }
             }
@@ -228,11 +236,13 @@ final class Fetcher {
     /// unchanged local file, or (after a lost index) a file already in `assets/` for this URL.
     private func reuse(_ ad: FeedAd, cached: AdRecord?, recoverable: [String: String]) throws -> AssetResult? {
         if let c = cached {
-            let asIs = AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
-                                   etag: c.etag, lastModified: c.lastModified, type: c.type)
+            let asIs = AssetResult(
+                outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
+                etag: c.etag, lastModified: c.lastModified, type: c.type)
             if let sha = ad.sha256, c.fileSha256 == sha { return asIs }
             if ad.url.hasPrefix("file:"), let stamp = localStamp(ad.url), stamp == c.lastModified,
-               ad.sha256 == nil || ad.sha256 == c.fileSha256 {
+                ad.sha256 == nil || ad.sha256 == c.fileSha256
+            {
                 return asIs
             }
             return nil
@@ -244,19 +254,22 @@ final class Fetcher {
         guard let name = recoverable[try SHA256Hasher.hex(ad.url)] else { return nil }
         let path = store.assetPath(name)
         guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
-              let stamp = FileIO.stamp(path), let sha = SHA256Hasher.hex(ofFile: path) else { return nil }
+            let stamp = FileIO.stamp(path), let sha = SHA256Hasher.hex(ofFile: path)
+        else { return nil }
         let local = ad.url.hasPrefix("file:")
         let expected = ad.sha256 ?? (local ? URL(string: ad.url).flatMap { SHA256Hasher.hex(ofFile: $0.path) } : nil)
         guard sha == expected else { return nil }
-        return AssetResult(outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: sha,
-                           lastModified: local ? localStamp(ad.url) : nil, type: format.type)
+        return AssetResult(
+            outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: sha,
+            lastModified: local ? localStamp(ad.url) : nil, type: format.type)
     }
 
     /// For a `file:` asset: its modification time and size, as the validator.
     private func localStamp(_ url: String) -> String? {
         guard let path = URL(string: url)?.path,
-              let attrs = try? FileManager.default.attributesOfItem(atPath: path),
-              let date = attrs[.modificationDate] as? Date, let size = attrs[.size] as? NSNumber else { return nil }
+            let attrs = try? FileManager.default.attributesOfItem(atPath: path),
+            let date = attrs[.modificationDate] as? Date, let size = attrs[.size] as? NSNumber
+        else { return nil }
         return "mtime \(date.timeIntervalSince1970) size \(size.int64Value)"
     }
 
@@ -283,12 +296,14 @@ final class Fetcher {
             return failed("\(ad.url): \(error)", keepPartial: true)
         }
         if response.notModified, let c = job.cached {
-            return AssetResult(outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
-                               etag: response.headers["etag"] ?? c.etag,
-                               lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
+            return AssetResult(
+                outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
+                etag: response.headers["etag"] ?? c.etag,
+                lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
         }
         if let announced = response.headers["content-length"].flatMap(Int64.init), !response.resumed,
-           announced != response.fileBytes, !job.request.allowFile {
+            announced != response.fileBytes, !job.request.allowFile
+        {
             return failed("\(ad.url): received \(response.fileBytes) bytes of the \(announced) announced")
         }
         if let sha = ad.sha256, response.fileSha256 != sha {
@@ -296,14 +311,18 @@ final class Fetcher {
         }
         guard let format = MediaFormat.sniff(response.fileHead) else {
             let what = response.headers["content-type"].map { " (served as \($0))" } ?? ""
-            return failed("\(ad.url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM")
+            return failed(
+                "\(ad.url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM"
+            )
         }
         // The type: the feed's (or the URL extension's), else the Content-Type's; the first
         // bytes must agree with it.
         if let type = ad.type ?? response.headers["content-type"].flatMap(MediaFormat.type(forContentType:)),
-           type != format.type {
+            type != format.type
+        {
             let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
-            return failed("\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
+            return failed(
+                "\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
         }
         guard let name = try? AssetName.make(url: ad.url, format: format) else {
             return failed("\(ad.url): cannot name the file (libcrypto)")
@@ -314,9 +333,10 @@ final class Fetcher {
         }
         let stamp = FileIO.stamp(target)
         let lastModified = job.request.allowFile ? localStamp(ad.url) : response.headers["last-modified"]
-        return AssetResult(outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
-                           fileMtime: stamp?.mtime, fileSha256: response.fileSha256, etag: response.headers["etag"],
-                           lastModified: lastModified, type: format.type)
+        return AssetResult(
+            outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
+            fileMtime: stamp?.mtime, fileSha256: response.fileSha256, etag: response.headers["etag"],
+            lastModified: lastModified, type: format.type)
     }
 
     // MARK: The commit
@@ -404,7 +424,9 @@ enum FeedLocation {
             }
             self = .remote(text)
         } else if lower.hasPrefix("file:") {
-            guard let u = URL(string: text), u.isFileURL else { throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid file: URL") }
+            guard let u = URL(string: text), u.isFileURL else {
+                throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid file: URL")
+            }
             self = .local(u.path)
         } else if let r = text.range(of: "://"), !text[..<r.lowerBound].contains("/") {
             throw AdCacheError.invalidRequest("FEED '\(text)': only http, https and file: feeds are supported")

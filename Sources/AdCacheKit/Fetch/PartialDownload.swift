@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A download in `partial/`: the file, and beside it `<file>.validator`, the strong ETag (or
@@ -17,7 +17,8 @@ struct PartialDownload: Sendable, Equatable {
     /// file whose version is known. Nil: start from the beginning.
     func resumePoint() -> (offset: Int64, validator: String)? {
         guard let size = FileIO.size(path), size > 0,
-              let validator = try? FileIO.read(validatorPath, limit: 1024), !validator.isEmpty else { return nil }
+            let validator = try? FileIO.read(validatorPath, limit: 1024), !validator.isEmpty
+        else { return nil }
         return (size, String(decoding: validator, as: UTF8.self))
     }
 

@@ -47,7 +47,8 @@ extension CacheStore {
     /// does not describe: it counts as missing until the next fetch.)
     func filePresent(_ r: AdRecord) -> Bool {
         guard let file = r.file, AssetName.isValid(file), let bytes = r.bytes,
-              let s = FileIO.stamp(assetPath(file)) else { return false }
+            let s = FileIO.stamp(assetPath(file))
+        else { return false }
         return s.size == bytes && (r.fileMtime == nil || r.fileMtime == s.mtime)
     }
 }

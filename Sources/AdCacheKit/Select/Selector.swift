@@ -27,8 +27,10 @@ enum SelectionPolicy {
     }
 
     /// The index (into `index.ads`) of the ad to show, or nil.
-    static func choose(in index: CacheIndex, at t: Double, options: NextOptions,
-                              filePresent: (AdRecord) -> Bool) -> Int? {
+    static func choose(
+        in index: CacheIndex, at t: Double, options: NextOptions,
+        filePresent: (AdRecord) -> Bool
+    ) -> Int? {
         let day = Time.localDay(t)
         var candidates = index.ads.indices.filter { isEligible(index.ads[$0], at: t, day: day, options: options) }
         candidates.sort { prefers(index.ads[$0], index.ads[$1]) }
@@ -80,8 +82,10 @@ final class Selector {
     }
 
     private func shown(_ r: AdRecord) -> ShownAd {
-        ShownAd(id: r.id, path: store.assetPath(r.file!), type: r.type, placement: r.placement, duration: r.duration,
-                clickUrl: r.clickUrl, remainingShows: r.remainingShows, expires: r.expires.map(Date.init(timeIntervalSince1970:)),
-                priority: r.priority, meta: r.meta)
+        ShownAd(
+            id: r.id, path: store.assetPath(r.file!), type: r.type, placement: r.placement, duration: r.duration,
+            clickUrl: r.clickUrl, remainingShows: r.remainingShows,
+            expires: r.expires.map(Date.init(timeIntervalSince1970:)),
+            priority: r.priority, meta: r.meta)
     }
 }

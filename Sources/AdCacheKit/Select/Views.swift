@@ -71,10 +71,11 @@ extension CacheStore {
         return try load(warn: warn).ads.map { r in
             let state = r.state(at: t, day: day, filePresent: filePresent(r))
             func date(_ t: Double?) -> Date? { t.map(Date.init(timeIntervalSince1970:)) }
-            return ListedAd(id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,
-                            maxShows: r.maxShows, priority: r.priority, start: date(r.start), expires: date(r.expires),
-                            lastShown: date(r.lastShown), bytes: r.file == nil ? nil : r.bytes,
-                            path: r.file.map(assetPath), error: state == .failed ? r.error : nil)
+            return ListedAd(
+                id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,
+                maxShows: r.maxShows, priority: r.priority, start: date(r.start), expires: date(r.expires),
+                lastShown: date(r.lastShown), bytes: r.file == nil ? nil : r.bytes,
+                path: r.file.map(assetPath), error: state == .failed ? r.error : nil)
         }
     }
 }

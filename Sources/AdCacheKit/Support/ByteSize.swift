@@ -13,7 +13,8 @@ public enum ByteSize {
         }
         if scale != 1 { digits = digits.dropLast() }
         guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
-              let v = Int64(digits) else { return nil }
+            let v = Int64(digits)
+        else { return nil }
         let (r, overflow) = v.multipliedReportingOverflow(by: scale)
         return overflow ? nil : r
     }

@@ -21,7 +21,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
     public var message: String {
         switch self {
         case .invalidRequest(let m), .feedUnreachable(let m), .feedInvalid(let m), .cacheUnwritable(let m),
-             .io(let m), .busy(let m), .libraryMissing(let m):
+            .io(let m), .busy(let m), .libraryMissing(let m):
             return m
         }
     }

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The first error of concurrent workers.
 private final class ErrorBox: @unchecked Sendable {
@@ -47,7 +48,10 @@ enum FileIO {
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         // Saturating: a file dated past 2262 (touch -d) must not overflow nanoseconds.
         let (ns, overflow) = Int64(st.st_mtim.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
-        let mtime = overflow ? (st.st_mtim.tv_sec < 0 ? Int64.min : Int64.max) : ns.addingReportingOverflow(Int64(st.st_mtim.tv_nsec)).partialValue
+        let mtime =
+            overflow
+            ? (st.st_mtim.tv_sec < 0 ? Int64.min : Int64.max)
+            : ns.addingReportingOverflow(Int64(st.st_mtim.tv_nsec)).partialValue
         return (Int64(st.st_size), mtime)
     }
 

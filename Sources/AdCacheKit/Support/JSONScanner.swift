@@ -131,7 +131,8 @@ struct JSONScanner {
                 case UInt8(ascii: "u"):
                     var scalar = try hex4()
                     if (0xD800..<0xDC00).contains(scalar), i + 1 < bytes.count,
-                       bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") {
+                        bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u")
+                    {
                         i += 2
                         let low = try hex4()
                         guard (0xDC00..<0xE000).contains(low) else { throw fail("bad surrogate pair") }
@@ -176,7 +177,9 @@ struct JSONScanner {
         while i < bytes.count {
             let c = bytes[i]
             if c >= 48 && c <= 57 { i += 1; continue }
-            if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
+            if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || c == UInt8(ascii: "+")
+                || c == UInt8(ascii: "-")
+            {
                 integral = false
                 i += 1
                 continue

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CCrypto
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// libcrypto's EVP digest functions, looked up once with dlopen/dlsym by the first digest.
 struct CryptoAPI: @unchecked Sendable {
@@ -12,12 +13,13 @@ struct CryptoAPI: @unchecked Sendable {
     let sha256: @convention(c) () -> OpaquePointer?
     let digestInit: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32
     let digestUpdate: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32
-    let digestFinal: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32
+    let digestFinal:
+        @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32
 
     #if os(macOS)
-    static let libraryNames = ["libcrypto.3.dylib", "libcrypto.dylib"]
+        static let libraryNames = ["libcrypto.3.dylib", "libcrypto.dylib"]
     #else
-    static let libraryNames = ["libcrypto.so.3", "libcrypto.so"]
+        static let libraryNames = ["libcrypto.so.3", "libcrypto.so"]
     #endif
 
     /// The loaded library, or why it could not be loaded (SPEC §6: AdCacheKit never ends
@@ -27,12 +29,17 @@ struct CryptoAPI: @unchecked Sendable {
             guard let lib = dlopen(name, RTLD_NOW | RTLD_LOCAL) else { continue }
             func symbol<T>(_ s: String) -> T? { dlsym(lib, s).map { unsafeBitCast($0, to: T.self) } }
             if let a: @convention(c) () -> OpaquePointer? = symbol("EVP_MD_CTX_new"),
-               let b: @convention(c) (OpaquePointer?) -> Void = symbol("EVP_MD_CTX_free"),
-               let c: @convention(c) () -> OpaquePointer? = symbol("EVP_sha256"),
-               let d: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32 = symbol("EVP_DigestInit_ex"),
-               let e: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32 = symbol("EVP_DigestUpdate"),
-               let f: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32 = symbol("EVP_DigestFinal_ex") {
-                return .success(CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f))
+                let b: @convention(c) (OpaquePointer?) -> Void = symbol("EVP_MD_CTX_free"),
+                let c: @convention(c) () -> OpaquePointer? = symbol("EVP_sha256"),
+                let d: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32 = symbol(
+                    "EVP_DigestInit_ex"),
+                let e: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32 = symbol("EVP_DigestUpdate"),
+                let f:
+                    @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) ->
+                        Int32 = symbol("EVP_DigestFinal_ex")
+            {
+                return .success(
+                    CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f))
             }
         }
         return .failure(.libraryMissing("cannot load libcrypto (\(libraryNames[0])); install libssl3"))

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Times are Unix seconds (a Double, so milliseconds survive). This file reads the forms the
 /// feed and the command line accept, and writes RFC 3339.
@@ -18,7 +19,7 @@ enum Time {
     /// The times adcache handles: the years 0000 to 9999 that RFC 3339 can write, with a day
     /// of slack each side for zone offsets. A feed or command-line time outside them is not
     /// a time; an index record holding one is dropped (SPEC §6).
-    static let supported: ClosedRange<Double> = -62_167_305_600 ... 253_402_387_199
+    static let supported: ClosedRange<Double> = -62_167_305_600...253_402_387_199
 
     /// True for a finite time in `supported`.
     static func isSupported(_ t: Double) -> Bool { supported.contains(t) }
@@ -59,16 +60,17 @@ enum Time {
             return v
         }
         guard b.count >= 20,
-              let year = num(0, 4), b[4] == UInt8(ascii: "-"),
-              let month = num(5, 2), b[7] == UInt8(ascii: "-"),
-              let day = num(8, 2),
-              [UInt8(ascii: "T"), UInt8(ascii: "t"), UInt8(ascii: " ")].contains(b[10]),
-              let hour = num(11, 2), b[13] == UInt8(ascii: ":"),
-              let minute = num(14, 2), b[16] == UInt8(ascii: ":"),
-              let second = num(17, 2)
+            let year = num(0, 4), b[4] == UInt8(ascii: "-"),
+            let month = num(5, 2), b[7] == UInt8(ascii: "-"),
+            let day = num(8, 2),
+            [UInt8(ascii: "T"), UInt8(ascii: "t"), UInt8(ascii: " ")].contains(b[10]),
+            let hour = num(11, 2), b[13] == UInt8(ascii: ":"),
+            let minute = num(14, 2), b[16] == UInt8(ascii: ":"),
+            let second = num(17, 2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-              hour < 24, minute < 60, second <= 60 else { return nil }
+            hour < 24, minute < 60, second <= 60
+        else { return nil }
         var i = 19
         var fraction = 0.0
         if i < b.count, b[i] == UInt8(ascii: ".") {
@@ -89,7 +91,8 @@ enum Time {
             i += 1
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
             guard let oh = num(i + 1, 2), i + 3 < b.count, b[i + 3] == UInt8(ascii: ":"),
-                  let om = num(i + 4, 2), oh < 24, om < 60 else { return nil }
+                let om = num(i + 4, 2), oh < 24, om < 60
+            else { return nil }
             offset = (oh * 60 + om) * 60 * (b[i] == UInt8(ascii: "-") ? -1 : 1)
             i += 6
         default:
@@ -111,7 +114,8 @@ enum Time {
         if rem < 0 { rem += 86400; days -= 1 }
         let (y, m, d) = civilFromDays(days)
         func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        var s = "\(String(format: "%04d", y))-\(two(m))-\(two(d))T\(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
+        var s =
+            "\(String(format: "%04d", y))-\(two(m))-\(two(d))T\(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
         if ms > 0 && ms < 1000 { s += String(format: ".%03d", ms) }
         return s + "Z"
     }

@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+
 @testable import AdCacheKit
 
 /// A cache with ready ads whose files exist, for selection and pruning tests.
@@ -16,7 +17,9 @@ struct CacheFixture {
     func remove() { dir.remove() }
 
     /// A ready record with a real file of `bytes` bytes.
-    func ready(_ id: String, priority: Int64 = 0, bytes: Int = 100, configure: (inout AdRecord) -> Void = { _ in }) -> AdRecord {
+    func ready(_ id: String, priority: Int64 = 0, bytes: Int = 100, configure: (inout AdRecord) -> Void = { _ in })
+        -> AdRecord
+    {
         var ad = FeedAd(id: id, url: "https://cdn.example.com/\(id).jpg")
         ad.priority = priority
         ad.type = .image
