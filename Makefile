@@ -27,6 +27,7 @@ demo: build
 # The tests (mandoc lints the man page; nginx serves the big-file test).
 test:
 	@scripts/deps.sh mandoc openssl zsh bsdutils
+	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
 	$(SWIFT) build
 	$(SWIFT) test
 
