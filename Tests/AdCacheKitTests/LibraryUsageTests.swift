@@ -1,7 +1,7 @@
 import AdCacheKit   // not @testable: an app sees only the public API
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// The program README.md shows ("Using AdCacheKit from Swift"), run as a test so that it
 /// keeps compiling and working against the public API alone.
@@ -29,7 +29,7 @@ import TestSupport
             case .show(let ad):
                 return ad.path   // show it for ad.duration seconds; ad.clickUrl on a tap
             case .nothingEligible, .coolingDown:
-                return nil       // no splash this time
+                return nil   // no splash this time
             }
         } catch {
             log("no splash: \(error)")   // e.g. .busy: the index stayed locked for a second
@@ -41,13 +41,15 @@ import TestSupport
         let dir = TempDir()
         defer { dir.remove() }
         let lines = Lines()
-        let path = refreshThenLaunch(cacheDirectory: dir.path + "/cache", feed: Self.examples + "/feed.json", log: lines.add)
+        let path = refreshThenLaunch(
+            cacheDirectory: dir.path + "/cache", feed: Self.examples + "/feed.json", log: lines.add)
         #expect(lines.all == ["3 ads: 3 ready (3 downloaded)"])
         let shown = try #require(path)
         #expect(shown.hasPrefix(dir.path + "/cache/assets/") && FileManager.default.fileExists(atPath: shown))
         // Offline: the feed cannot be read, the cache still answers.
         let offline = Lines()
-        let again = refreshThenLaunch(cacheDirectory: dir.path + "/cache", feed: dir.path + "/gone.json", log: offline.add)
+        let again = refreshThenLaunch(
+            cacheDirectory: dir.path + "/cache", feed: dir.path + "/gone.json", log: offline.add)
         #expect(offline.all.first?.hasPrefix("offline, keeping the cached ads: cannot read the feed") == true)
         #expect(again != nil)
     }
