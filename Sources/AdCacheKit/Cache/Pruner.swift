@@ -1,41 +1,6 @@
 import Foundation
 
 /// `adcache prune`: delete what can no longer be shown, then evict to a size budget.
-public struct PruneReport: Sendable {
-    public struct Removed: Sendable {
-        /// The ad's id; nil for a file no ad names (an orphan or a stale partial download).
-        public var id: String?
-        /// expired, exhausted, withdrawn, evicted, orphan, partial, temporary.
-        public var reason: String
-        public var file: String?
-        public var bytes: Int64
-    }
-
-    public var removed: [Removed] = []
-    public var bytesFreed: Int64 = 0
-    public var dryRun: Bool
-    /// Bytes in `assets/` afterwards.
-    public var bytesKept: Int64 = 0
-
-    /// The `prune --json` report.
-    public var json: String {
-        JSONOut.object([
-            ("dryRun", .bool(dryRun)),
-            (
-                "removed",
-                .array(
-                    removed.map { r in
-                        .object([
-                            ("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)),
-                            ("bytes", .int(r.bytes)),
-                        ])
-                    })
-            ),
-            ("bytesFreed", .int(bytesFreed)),
-            ("bytesKept", .int(bytesKept)),
-        ]).render(indent: 2)
-    }
-}
 
 final class Pruner {
     let store: CacheStore

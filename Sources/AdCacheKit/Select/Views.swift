@@ -79,3 +79,50 @@ extension CacheStore {
         }
     }
 }
+
+extension FetchReport {
+    /// The `fetch --json` report, with the exit code the command line ends with.
+    public func json(exitCode: Int32) -> String {
+        JSONOut.object([
+            ("feed", .string(feed)),
+            ("feedStatus", .string(feedStatus)),
+            (
+                "ads",
+                .array(
+                    ads.map { ad in
+                        .object([
+                            ("id", .string(ad.id)),
+                            ("url", .string(ad.url)),
+                            ("outcome", .string(ad.outcome.rawValue)),
+                            ("bytes", .int(ad.bytes)),
+                            ("error", .string(ad.error)),
+                        ])
+                    })
+            ),
+            ("warnings", .array(warnings.map { .string($0) })),
+            ("summary", .string(summary)),
+            ("exitCode", .int(Int64(exitCode))),
+        ]).render(indent: 2)
+    }
+}
+
+extension PruneReport {
+    /// The `prune --json` report.
+    public var json: String {
+        JSONOut.object([
+            ("dryRun", .bool(dryRun)),
+            (
+                "removed",
+                .array(
+                    removed.map { r in
+                        .object([
+                            ("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)),
+                            ("bytes", .int(r.bytes)),
+                        ])
+                    })
+            ),
+            ("bytesFreed", .int(bytesFreed)),
+            ("bytesKept", .int(bytesKept)),
+        ]).render(indent: 2)
+    }
+}
