@@ -146,6 +146,17 @@ import Testing
         #expect(try f.index().ads.map(\.shows) == [5])
     }
 
+    @Test func aSecondRecordWithTheSameIDIsDropped() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        let first = f.ready("twin") { $0.shows = 2 }
+        let second = f.ready("twin", priority: 9) { $0.shows = 0 }
+        try f.save([first, second])
+        let warnings = Collected()
+        #expect(try f.cache(at: now, warn: warnings.add).list().map(\.shows) == [2])
+        #expect(warnings.messages == ["index.json: dropped the record of ad 'twin': an earlier record has the same id"])
+    }
+
     @Test func showCounterOutOfRangeRestartsAboveEveryRecord() throws {
         let f = try CacheFixture(); defer { f.remove() }
         let a = f.ready("a") { $0.lastShowSeq = 7 }

@@ -192,8 +192,12 @@ enum IndexCoder {
                 case "showSeq": showSeq = try s.lenient { try $0.int() }
                 case "lastShown": decoded.index.lastShown = try s.lenient { try $0.optDouble() } ?? nil
                 case "ads":
+                    var ids = Set<String>()
                     try s.array { s in
                         var record = try AdRecord.Decoded(&s)
+                        if record.fault == nil, !ids.insert(record.record.id).inserted {
+                            record.fault = "an earlier record has the same id"
+                        }
                         if let fault = record.fault {
                             decoded.repair(record.record.id, "dropped the record of \(record.name): \(fault)")
                             return

@@ -66,7 +66,7 @@ final class Fetcher {
         report.warnings = feed.warnings.map(\.message)
         let results = try fetchAssets(feed.ads, cached: before)
         for ad in feed.ads {
-            let r = results[ad.id]!
+            let r = results[ad.id] ?? AssetResult(outcome: .failed, error: "not attempted")
             report.ads.append(.init(id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error))
         }
 
