@@ -108,7 +108,9 @@ final class FetchHarness: @unchecked Sendable {
         #expect(try h.cachedBytes("v") == mp4)
         let v = try #require(try h.index().ads.first { $0.id == "v" })
         #expect(v.type == .video)   // from the first bytes
-        #expect(try v.file == SHA256Hasher.hex(h.server.url("/v/clip")) + ".mp4")
+        // <sha256 of the URL>-<version>.<ext>: a new version never replaces a committed file.
+        let hash = try SHA256Hasher.hex(h.server.url("/v/clip"))
+        #expect(v.file.map { $0.hasPrefix(hash + "-") && $0.hasSuffix(".mp4") && AssetName.isValid($0) } == true)
         #expect(v.etag != nil && v.state == .ready)
         #expect(try h.index().feed?.url == h.server.url("/feed.json"))
         #expect(FileIO.list(h.store.partialDirectory).isEmpty)

@@ -36,17 +36,46 @@ import Testing
         "{\"version\":1,\"ads\":[{\"id\":\"a\",\"url\":\"u\",\"placem",
     ])
     func unreadableIndexIsMovedAsideWithAWarning(content: String) throws {
-        let f = try CacheFixture(); defer { f.remove() }
+        let f = try CacheFixture()
+        defer { f.remove() }
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(content.utf8))
+        // A command that only reads changes nothing on disk.
         var warnings: [String] = []
-        let index = try f.store.load { warnings.append($0.message) }
-        #expect(index.ads.isEmpty)
+        #expect(try f.store.load { warnings.append($0.message) }.ads.isEmpty)
+        #expect(warnings.count == 1 && warnings[0].hasSuffix("the next fetch rebuilds it"), "\(warnings)")
+        #expect(try String(contentsOfFile: f.store.indexPath, encoding: .utf8) == content)
+        // One that writes moves it aside first.
+        warnings = []
+        try f.store.update(warn: { warnings.append($0.message) }) { $0.showSeq = 1 }
         #expect(warnings.count == 1)
         #expect(warnings[0].contains("moved it aside"))
-        #expect(!FileIO.exists(f.store.indexPath))
         let aside = FileIO.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
         #expect(aside.count == 1)
         #expect(try String(contentsOfFile: f.store.directory + "/" + aside[0], encoding: .utf8) == content)
+        #expect(try f.index().showSeq == 1)
+    }
+
+    @Test func aCorruptIndexFallsBackToThePreviousGenerationKeepingShowCounts() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        try f.save([f.ready("a") { $0.shows = 7 }])
+        try f.save([f.ready("a") { $0.shows = 8 }])   // index.json.old now holds shows 7
+        #expect(FileIO.exists(f.store.oldIndexPath))
+        FileManager.default.createFile(atPath: f.store.indexPath, contents: Data("{\"version\":1,\"ads\":[{\"id".utf8))
+        let warnings = Collected()
+        let listed = try f.cache(at: 1_803_859_200, warn: warnings.add).list()
+        #expect(listed.map(\.shows) == [7], "the last change is lost, not the counts")
+        #expect(warnings.messages.first?.hasSuffix("using index.json.old, the previous generation") == true)
+        // A recording show moves the torn index aside and carries on from the old generation.
+        _ = try f.cache(at: 1_803_859_200).shown()
+        #expect(try f.index().ads.map(\.shows) == [8])
+        // Two corruptions in one second keep both files.
+        for text in ["garbage one", "garbage two"] {
+            FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(text.utf8))
+            _ = try f.cache(at: 1_803_859_200).shown()
+        }
+        let aside = FileIO.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
+        #expect(aside.count == 3)
     }
 
     @Test func newerIndexVersionIsRefusedNotDestroyed() throws {

@@ -74,6 +74,45 @@ import Testing
         #expect(index.ads.first { $0.id == "p5-old" }?.state == .pending)
     }
 
+    /// The field defect: two ads share one URL; evicting the worse one deleted the file the
+    /// priority-10 ad shows. A file ranks as the best ad using it.
+    @Test func aFileSharedWithABetterAdIsNeverEvictedForAWorseOne() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        let top = f.ready("top", priority: 10)
+        var low = f.ready("low", priority: 1)
+        low.url = top.url
+        low.file = top.file
+        let mid = f.ready("mid", priority: 5)
+        let later = f.ready("later", priority: 0) { $0.start = now + 3600 }   // scheduled: ranked like ready
+        try f.save([low, top, mid, later])
+        let report = try prune(f, maxSize: 100)
+        #expect(report.removed.filter { $0.reason == "evicted" }.map(\.id) == ["later", "mid"])
+        let index = try f.index()
+        #expect(index.ads.first { $0.id == "top" }?.state == .ready)
+        #expect(index.ads.first { $0.id == "low" }?.state == .ready)
+        #expect(FileIO.list(f.store.assetsDirectory) == [top.file!])
+        #expect(try f.cache(at: now).shown()?.id == "top")
+    }
+
+    /// While the index is being recovered (moved aside, or taken from the previous
+    /// generation), files it does not name may be the lost records': none is an orphan.
+    @Test func noOrphanSweepWhileTheIndexIsRecovered() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        try f.save([f.ready("a"), f.ready("b")])
+        FileManager.default.createFile(atPath: f.store.indexPath, contents: Data("{\"version\": 1, \"ads\": [{".utf8))
+        let report = try prune(f)
+        #expect(!report.removed.contains { $0.reason == "orphan" })
+        #expect(FileIO.list(f.store.assetsDirectory).count == 2)
+        // Nor with no index at all (lost): the next fetch reuses the files.
+        for name in FileIO.list(f.store.directory) where name.hasPrefix("index.json") {
+            FileIO.remove(f.store.directory + "/" + name)
+        }
+        #expect(try prune(f).removed.isEmpty)
+        #expect(FileIO.list(f.store.assetsDirectory).count == 2)
+    }
+
     @Test func sizeLimitAdmitsExactlySize() throws {
         let f = try CacheFixture(); defer { f.remove() }
         try f.save([f.ready("a", bytes: 1024), f.ready("b", bytes: 1024)])

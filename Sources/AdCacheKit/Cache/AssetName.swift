@@ -1,11 +1,22 @@
+import Foundation
+
 /// The names of files in `assets/` (SPEC §3, §6): `<sha256 of the URL>.<ext>`, or
 /// `<sha256 of the URL>-<version>.<ext>`. Nothing else read from the index is ever opened or
 /// deleted, whatever user adcache runs as: a hostile or corrupt index cannot name a path
 /// outside the cache (`../../etc/passwd`), nor a file of the cache that is not an asset.
 enum AssetName {
-    /// The name a downloaded asset of `url` takes.
-    static func make(url: String, format: MediaFormat) throws -> String {
-        try SHA256Hasher.hex(url) + "." + format.fileExtension
+    /// The name a new download of `url` takes: versioned, so that it never replaces the
+    /// file the committed index names (a crash before the commit leaves the old version
+    /// showing); the fetch unlinks the old file after the commit.
+    static func make(url: String, format: MediaFormat, version: String = newVersion()) throws -> String {
+        try SHA256Hasher.hex(url) + "-" + version + "." + format.fileExtension
+    }
+
+    /// 12 characters of [0-9a-z]: the time in milliseconds and 4 random ones.
+    static func newVersion() -> String {
+        let ms = String(UInt64(max(0, Date().timeIntervalSince1970 * 1000)), radix: 36)
+        let random = (0..<4).map { _ in String(Int.random(in: 0..<36), radix: 36) }.joined()
+        return String((ms + random).suffix(16))
     }
 
     /// True for `<64 lowercase hex>[-<1–16 of [0-9a-z]>].<1–8 of [0-9a-z]>` and nothing else.

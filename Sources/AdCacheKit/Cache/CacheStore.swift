@@ -50,45 +50,78 @@ final class CacheStore {
 
     // MARK: The index
 
+    /// The previous generation of the index (as dpkg keeps `status-old`).
+    var oldIndexPath: String { directory + "/index.json.old" }
+
+    /// An index as loaded, and whether it had to be recovered (moved aside, or taken from
+    /// the previous generation): then files it does not name may still be some record's.
+    struct Loaded {
+        var index: CacheIndex
+        var recovered = false
+    }
+
     /// Reads the index without a lock (it is only ever replaced whole, so what we read is
-    /// complete). A missing index is an empty one. One that cannot be parsed is moved aside
-    /// under the lock, with a warning, and an empty index is returned. Records that cannot be
-    /// trusted are left out of what is returned, each with a warning (SPEC §6); the file
-    /// itself is only rewritten by a command that changes the index anyway.
+    /// complete) and changes nothing on disk. A missing index is an empty one; one that
+    /// cannot be parsed is read from the previous generation instead, with a warning. Records
+    /// that cannot be trusted are left out, each with a warning (SPEC §6).
     func load(warn: WarningSink) throws -> CacheIndex {
-        switch try read() {
+        switch try read(indexPath) {
         case .success(let decoded): return decoded.index(warn: warn)
-        case .failure:
-            return try withIndexLock { try loadLocked(warn: warn) }
+        case .failure(let unreadable): return try fallBack(unreadable.reason, movedTo: nil, warn: warn).index
         }
     }
 
-    /// As `load`, for a caller that holds the index lock.
-    func loadLocked(warn: WarningSink) throws -> CacheIndex {
-        switch try read() {
-        case .success(let decoded): return decoded.index(warn: warn)
+    /// As `load`, for a caller that holds the index lock and may write: an index that cannot
+    /// be parsed is moved aside (`index.json.corrupt-<time>`, never over an earlier one) and
+    /// the previous generation, if readable, takes its place.
+    func loadLocked(warn: WarningSink) throws -> Loaded {
+        switch try read(indexPath) {
+        case .success(let decoded): return Loaded(index: decoded.index(warn: warn))
         case .failure(let unreadable):
-            let reason = unreadable.reason
-            let aside = "\(indexPath).corrupt-\(Int(Date().timeIntervalSince1970))"
+            let aside = asideName()
             guard rename(indexPath, aside) == 0 else {
-                throw AdCacheError.io("index.json cannot be read (\(reason)) nor moved aside: \(FileIO.errnoText())")
+                throw AdCacheError.io(
+                    "index.json cannot be read (\(unreadable.reason)) nor moved aside: \(FileIO.errnoText())")
             }
+            let loaded = try fallBack(unreadable.reason, movedTo: aside, warn: warn)
+            if loaded.recovered { link(oldIndexPath, indexPath) }   // the previous generation is current again
             FileIO.syncDirectory(directory)
-            warn(
-                Diagnostic(
-                    .index,
-                    "index.json could not be read (\(reason)); moved it aside to \(aside); the next fetch rebuilds it"))
-            return CacheIndex()
+            return loaded
         }
+    }
+
+    /// After an unreadable index: the previous generation when it can be read (show counts
+    /// survive; at most the last change is lost), else an empty index for the next fetch to
+    /// rebuild.
+    private func fallBack(_ reason: String, movedTo aside: String?, warn: WarningSink) throws -> Loaded {
+        let what = "index.json could not be read (\(reason))" + (aside.map { "; moved it aside to \($0)" } ?? "")
+        if FileIO.exists(oldIndexPath), case .success(let old) = try read(oldIndexPath) {
+            warn(Diagnostic(.index, what + "; using index.json.old, the previous generation"))
+            return Loaded(index: old.index(warn: warn), recovered: true)
+        }
+        warn(Diagnostic(.index, what + "; the next fetch rebuilds it"))
+        return Loaded(index: CacheIndex(), recovered: true)
+    }
+
+    /// `index.json.corrupt-<time>`, with `.1`, `.2`… when that name is taken.
+    private func asideName() -> String {
+        let base = "\(indexPath).corrupt-\(Int(Date().timeIntervalSince1970))"
+        var name = base
+        var n = 0
+        while FileIO.exists(name) {
+            n += 1
+            name = "\(base).\(n)"
+        }
+        return name
     }
 
     struct Unreadable: Error { var reason: String }
 
-    private func read() throws -> Result<IndexCoder.Decoded, Unreadable> {
-        guard FileIO.exists(indexPath) else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
+    private func read(_ path: String) throws -> Result<IndexCoder.Decoded, Unreadable> {
+        guard FileIO.exists(path) else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
         let bytes: [UInt8]
         do {
-            bytes = try FileIO.read(indexPath)
+            bytes = try FileIO.read(path)
         } catch let e as AdCacheError {
             throw AdCacheError.io(e.message)
         }
@@ -109,9 +142,19 @@ final class CacheStore {
         return .success(decoded)
     }
 
-    /// Replaces index.json atomically (temporary, fsync, rename, fsync of the directory).
+    /// Replaces index.json atomically (temporary, fsync, rename, fsync of the directory),
+    /// keeping the generation it replaces as index.json.old.
     func save(_ index: CacheIndex) throws {
-        try FileIO.writeAtomically(IndexCoder.encode(index), to: indexPath)
+        let bytes = try IndexCoder.encode(index)
+        try FileIO.writeAtomically(bytes, to: indexPath) {
+            // Before the new index takes the name: the current one becomes the old
+            // generation (a hard link, renamed into place so index.json.old is never torn).
+            let staging = oldIndexPath + ".tmp"
+            unlink(staging)
+            if link(indexPath, staging) == 0, rename(staging, oldIndexPath) != 0 || FileIO.exists(staging) {
+                unlink(staging)   // rename between two links of one file does nothing
+            }
+        }
     }
 
     /// Runs `body` holding the index lock, waiting at most `lockTimeout` for it (exit 75).
@@ -127,7 +170,7 @@ final class CacheStore {
     /// Read-modify-write of the index under its lock; writes only when `body` changed it.
     func update<T>(warn: WarningSink, _ body: (inout CacheIndex) throws -> T) throws -> T {
         try withIndexLock {
-            var index = try loadLocked(warn: warn)
+            var index = try loadLocked(warn: warn).index
             let before = index
             let result = try body(&index)
             if index != before { try save(index) }
@@ -429,21 +472,23 @@ extension Optional {
 }
 
 extension CacheStore {
-    /// `adcache clear`: every ad and file goes; the directory stays. Returns the number of
-    /// files removed.
+    /// `adcache clear`: every ad and file goes; the directory stays. The index goes first, so
+    /// that a crash part-way leaves files no index names (orphans), never a record naming a
+    /// deleted file. Returns the number of files removed.
     func clear() throws -> Int {
         guard exists else { return 0 }
         let fetchLock = try acquireFetchLock()
         defer { fetchLock.unlock() }
         return try withIndexLock {
-            var count = 0
-            for dir in [assetsDirectory, partialDirectory] {
-                for name in FileIO.list(dir) where FileIO.remove(dir + "/" + name) { count += 1 }
-            }
             for name in FileIO.list(directory) where name == "index.json" || name.hasPrefix("index.json.") {
                 FileIO.remove(directory + "/" + name)
             }
             FileIO.syncDirectory(directory)
+            var count = 0
+            for dir in [assetsDirectory, partialDirectory] {
+                for name in FileIO.list(dir) where FileIO.remove(dir + "/" + name) { count += 1 }
+            }
+            FileIO.syncDirectory(assetsDirectory)
             return count
         }
     }

@@ -1,7 +1,13 @@
 import Foundation
 
 /// `adcache prune`: delete what can no longer be shown, then evict to a size budget.
-
+///
+/// The order keeps the cache truthful through a crash at any instant: the new index is
+/// committed first, and only then are the files it no longer names deleted (a crash in
+/// between leaves orphans, never a record naming a missing file). Files nobody names
+/// (orphans, stale partial downloads) are swept only while prune holds the fetch lock, so a
+/// fetch can neither be mid-way through moving a download into place nor start meanwhile;
+/// and not at all while the index is being recovered, whose files a rebuild may reuse.
 final class Pruner {
     let store: CacheStore
     let warn: WarningSink
@@ -14,123 +20,140 @@ final class Pruner {
     func run(_ options: PruneOptions, at t: Double) throws -> PruneReport {
         var report = PruneReport(dryRun: options.dryRun)
         guard store.exists else { return report }
-        let day = Time.localDay(t)
-        // A running fetch may have moved a finished download into assets/ that it has not
-        // committed yet, and owns the files in partial/: leave both alone while it runs.
-        let fetchRunning = store.fetchIsRunning()
+        // Held for the whole run when free; a running fetch keeps its files.
+        let fetchLock = FileLock(path: store.fetchLockPath)
+        let sweep = try fetchLock.tryLock()
+        if sweep { fetchLock.writeOwner() }
+        defer { fetchLock.unlock() }
 
-        let work = { (index: inout CacheIndex) throws in
-            var removedFiles = Set<String>()
-            // `name` is read from the index (only an asset's name is ever deleted: never a
-            // path a corrupt index names) or listed from assets/ (`listed`).
-            func dropFile(_ name: String, id: String?, reason: String, listed: Bool = false) {
-                guard listed || AssetName.isValid(name), !removedFiles.contains(name) else { return }
-                removedFiles.insert(name)
-                let bytes = FileIO.size(self.store.assetPath(name)) ?? 0
-                report.removed.append(.init(id: id, reason: reason, file: name, bytes: bytes))
+        let doomed: [String] = try store.withIndexLock {
+            let indexExisted = FileIO.exists(store.indexPath)
+            let loaded = try store.loadLocked(warn: warn)
+            var index = loaded.index
+            let plan = try plan(&index, at: t, options: options, report: &report)
+            var doomed = plan.files
+            if sweep && indexExisted && !loaded.recovered {
+                doomed += orphans(named: Set(index.ads.compactMap(\.file)).union(plan.names), report: &report)
             }
-
-            // 1. Ads that can never be shown again.
-            var kept: [AdRecord] = []
-            var dropped: [(AdRecord, String)] = []
-            for var r in index.ads {
-                let state = r.state(at: t, day: day, filePresent: true)
-                switch state {
-                case .withdrawn, .expired:
-                    dropped.append((r, state.rawValue))
-                case .exhausted:
-                    // The record stays, without its file, while the feed lists the ad, so
-                    // that its show count is not forgotten and it is not downloaded again.
-                    dropped.append((r, state.rawValue))
-                    r.forgetFile()
-                    kept.append(r)
-                default:
-                    kept.append(r)
-                }
-            }
-            let stillUsed = Set(kept.compactMap(\.file))
-            for (r, reason) in dropped {
-                if let f = r.file, !stillUsed.contains(f) {
-                    dropFile(f, id: r.id, reason: reason)
-                } else {
-                    report.removed.append(.init(id: r.id, reason: reason, file: nil, bytes: 0))
-                }
-            }
-
-            // 2. Files the index does not know.
-            if !fetchRunning {
-                for name in FileIO.list(self.store.assetsDirectory) where !stillUsed.contains(name) {
-                    dropFile(name, id: nil, reason: "orphan", listed: true)
-                }
-            }
-
-            // 3. Over the budget: evict ready ads, lowest priority, soonest expiry, least
-            //    recently shown first, until assets/ fits.
-            if let budget = options.maxSize {
-                var total: Int64 = 0
-                var sizes: [String: Int64] = [:]
-                for name in FileIO.list(self.store.assetsDirectory) where !removedFiles.contains(name) {
-                    let s = FileIO.size(self.store.assetPath(name)) ?? 0
-                    sizes[name] = s
-                    total += s
-                }
-                let order = kept.indices.filter { kept[$0].file != nil }.sorted { a, b in
-                    let x = kept[a], y = kept[b]
-                    if x.priority != y.priority { return x.priority < y.priority }
-                    let ex = x.expires ?? .infinity, ey = y.expires ?? .infinity
-                    if ex != ey { return ex < ey }
-                    return (x.lastShowSeq ?? 0) < (y.lastShowSeq ?? 0)
-                }
-                for i in order where total > budget {
-                    guard let name = kept[i].file, !removedFiles.contains(name) else { continue }
-                    dropFile(name, id: kept[i].id, reason: "evicted")
-                    total -= sizes[name] ?? 0
-                }
-                for i in kept.indices {
-                    if let f = kept[i].file, removedFiles.contains(f) {
-                        kept[i].forgetFile()
-                        if kept[i].state == .ready { kept[i].state = .pending }
-                    }
-                }
-            }
-            index.ads = kept
-
-            // 4. Partial downloads no fetch will resume, and temporaries of dead writers
-            //    (index writes happen under the index lock, which we hold).
-            if !fetchRunning {
-                let wanted = Set(try kept.filter { $0.file == nil }.map { try SHA256Hasher.hex($0.url) })
-                for name in FileIO.list(self.store.partialDirectory) {
-                    let hash = String(name.prefix(64))
-                    guard !wanted.contains(hash) else { continue }
-                    let bytes = FileIO.size(self.store.partialDirectory + "/" + name) ?? 0
-                    report.removed.append(.init(id: nil, reason: "partial", file: "partial/" + name, bytes: bytes))
-                    if !options.dryRun { FileIO.remove(self.store.partialDirectory + "/" + name) }
-                }
-            }
-            for name in FileIO.list(self.store.directory) where name.hasPrefix("index.json.tmp") {
-                report.removed.append(
-                    .init(
-                        id: nil, reason: "temporary", file: name,
-                        bytes: FileIO.size(self.store.directory + "/" + name) ?? 0))
-                if !options.dryRun { FileIO.remove(self.store.directory + "/" + name) }
-            }
-
-            if !options.dryRun {
-                for name in removedFiles { FileIO.remove(self.store.assetPath(name)) }
-            }
-            report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
-            report.bytesKept = FileIO.list(self.store.assetsDirectory)
-                .filter { !removedFiles.contains($0) }
-                .reduce(Int64(0)) { $0 + (FileIO.size(self.store.assetPath($1)) ?? 0) }
+            if sweep { doomed += try stalePartials(index, report: &report) }
+            doomed += temporaries(report: &report)
+            if !options.dryRun && index != loaded.index { try store.save(index) }
+            return doomed
         }
-
-        if options.dryRun {
-            var index = try store.load(warn: warn)
-            try store.withIndexLock { try work(&index) }
-        } else {
-            try store.update(warn: warn, work)
-            if !report.removed.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
+        if !options.dryRun {
+            for path in doomed { FileIO.remove(path) }
+            if !doomed.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
         }
+        report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
+        let gone = Set(doomed)
+        report.bytesKept = FileIO.list(store.assetsDirectory).map(store.assetPath).filter { !gone.contains($0) }
+            .reduce(Int64(0)) { $0 + (FileIO.size($1) ?? 0) }
         return report
+    }
+
+    /// Ads that can never be shown again go; an exhausted ad the feed still lists keeps its
+    /// record without a file (its count is not forgotten, nor is it downloaded again); then,
+    /// over the budget, files are evicted. Returns the asset paths to delete after the commit.
+    private func plan(_ index: inout CacheIndex, at t: Double, options: PruneOptions, report: inout PruneReport) throws
+        -> (files: [String], names: Set<String>)
+    {
+        let day = Time.localDay(t)
+        var kept: [AdRecord] = []
+        var dropped: [(AdRecord, String)] = []
+        for var r in index.ads {
+            let state = r.state(at: t, day: day, filePresent: true)
+            switch state {
+            case .withdrawn, .expired:
+                dropped.append((r, state.rawValue))
+            case .exhausted:
+                dropped.append((r, state.rawValue))
+                r.forgetFile()
+                kept.append(r)
+            default:
+                kept.append(r)
+            }
+        }
+        var removed = Set<String>()
+        func remove(_ name: String, id: String?, reason: String) {
+            removed.insert(name)
+            report.removed.append(
+                .init(id: id, reason: reason, file: name, bytes: FileIO.size(store.assetPath(name)) ?? 0))
+        }
+        let stillUsed = Set(kept.compactMap(\.file))
+        for (r, reason) in dropped {
+            if let f = r.file, AssetName.isValid(f), !stillUsed.contains(f), !removed.contains(f) {
+                remove(f, id: r.id, reason: reason)
+            } else {
+                report.removed.append(.init(id: r.id, reason: reason, file: nil, bytes: 0))
+            }
+        }
+
+        if let budget = options.maxSize {
+            // A file ranks as the best ad that uses it: one shared with a better ad is never
+            // evicted for a worse one. Scheduled ads rank like ready ones.
+            var best: [String: AdRecord] = [:]
+            for r in kept {
+                guard let f = r.file else { continue }
+                if let b = best[f], !Self.keepsBefore(r, b) { continue }
+                best[f] = r
+            }
+            // The files the index keeps (orphans are swept, or are a running fetch's).
+            var total = best.keys.filter { !removed.contains($0) }
+                .reduce(Int64(0)) { $0 + (FileIO.size(store.assetPath($1)) ?? 0) }
+            for (name, ad) in best.sorted(by: { Self.keepsBefore($1.value, $0.value) }) where total > budget {
+                let bytes = FileIO.size(store.assetPath(name)) ?? 0
+                remove(name, id: ad.id, reason: "evicted")
+                total -= bytes
+            }
+            for i in kept.indices {
+                guard let f = kept[i].file, removed.contains(f) else { continue }
+                kept[i].forgetFile()
+                if kept[i].state == .ready { kept[i].state = .pending }
+            }
+        }
+        index.ads = kept
+        return (removed.map(store.assetPath), removed)
+    }
+
+    /// The eviction order, reversed: true when `a` is kept in preference to `b` (higher
+    /// priority, then later expiry, then more recently shown, then id).
+    static func keepsBefore(_ a: AdRecord, _ b: AdRecord) -> Bool {
+        if a.priority != b.priority { return a.priority > b.priority }
+        let ea = a.expires ?? .infinity
+        let eb = b.expires ?? .infinity
+        if ea != eb { return ea > eb }
+        let sa = a.lastShowSeq ?? 0
+        let sb = b.lastShowSeq ?? 0
+        if sa != sb { return sa > sb }
+        return a.id < b.id
+    }
+
+    /// Files in `assets/` that no record names (left by a crash, or by another version).
+    private func orphans(named: Set<String>, report: inout PruneReport) -> [String] {
+        FileIO.list(store.assetsDirectory).filter { !named.contains($0) }.map { name in
+            let path = store.assetPath(name)
+            report.removed.append(.init(id: nil, reason: "orphan", file: name, bytes: FileIO.size(path) ?? 0))
+            return path
+        }
+    }
+
+    /// Partial downloads no ad waits for.
+    private func stalePartials(_ index: CacheIndex, report: inout PruneReport) throws -> [String] {
+        let wanted = Set(try index.ads.filter { $0.file == nil }.map { try SHA256Hasher.hex($0.url) })
+        return FileIO.list(store.partialDirectory).filter { !wanted.contains(String($0.prefix(64))) }.map { name in
+            let path = store.partialDirectory + "/" + name
+            report.removed.append(
+                .init(id: nil, reason: "partial", file: "partial/" + name, bytes: FileIO.size(path) ?? 0))
+            return path
+        }
+    }
+
+    /// Temporaries of index writers that died (writes happen under the index lock, held here).
+    private func temporaries(report: inout PruneReport) -> [String] {
+        FileIO.list(store.directory).filter { $0 == "index.json.tmp" || $0 == "index.json.old.tmp" }.map { name in
+            let path = store.directory + "/" + name
+            report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: FileIO.size(path) ?? 0))
+            return path
+        }
     }
 }

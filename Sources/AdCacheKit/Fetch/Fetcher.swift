@@ -173,8 +173,10 @@ final class Fetcher {
         }
         let t = now()
         let assetNames = FileIO.list(store.assetsDirectory)
-        var recoverable: [String: String] = [:]   // URL hash → file name
-        for name in assetNames where AssetName.isValid(name) { recoverable[AssetName.urlHash(name)] = name }
+        var recoverable: [String: [String]] = [:]   // URL hash → file names (versions)
+        for name in assetNames where AssetName.isValid(name) {
+            recoverable[AssetName.urlHash(name), default: []].append(name)
+        }
 
         for ad in ads {
             // What the commit will record for this ad: if it can never be shown, no download.
@@ -234,7 +236,7 @@ final class Fetcher {
 
     /// The cases where no request is needed: a cached file whose sha256 the feed confirms, an
     /// unchanged local file, or (after a lost index) a file already in `assets/` for this URL.
-    private func reuse(_ ad: FeedAd, cached: AdRecord?, recoverable: [String: String]) throws -> AssetResult? {
+    private func reuse(_ ad: FeedAd, cached: AdRecord?, recoverable: [String: [String]]) throws -> AssetResult? {
         if let c = cached {
             let asIs = AssetResult(
                 outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
@@ -251,17 +253,19 @@ final class Fetcher {
         // committing): a file named by this URL's hash that the index does not describe. It
         // is reused only when something confirms it is the current version: the feed's
         // sha256, or for a local feed the source file itself. Otherwise it is downloaded again.
-        guard let name = recoverable[try SHA256Hasher.hex(ad.url)] else { return nil }
-        let path = store.assetPath(name)
-        guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
-            let stamp = FileIO.stamp(path), let sha = SHA256Hasher.hex(ofFile: path)
-        else { return nil }
         let local = ad.url.hasPrefix("file:")
         let expected = ad.sha256 ?? (local ? URL(string: ad.url).flatMap { SHA256Hasher.hex(ofFile: $0.path) } : nil)
-        guard sha == expected else { return nil }
-        return AssetResult(
-            outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: sha,
-            lastModified: local ? localStamp(ad.url) : nil, type: format.type)
+        guard let expected else { return nil }
+        for name in recoverable[try SHA256Hasher.hex(ad.url)] ?? [] {
+            let path = store.assetPath(name)
+            guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
+                let stamp = FileIO.stamp(path), SHA256Hasher.hex(ofFile: path) == expected
+            else { continue }
+            return AssetResult(
+                outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: expected,
+                etag: nil, lastModified: local ? localStamp(ad.url) : nil, type: format.type)
+        }
+        return nil
     }
 
     /// For a `file:` asset: its modification time and size, as the validator.

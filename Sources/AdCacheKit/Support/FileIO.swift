@@ -112,7 +112,8 @@ enum FileIO {
     /// new one: write a temporary in the same directory, fsync it, rename it over the target,
     /// fsync the directory. Callers serialise writes to one path (the index lock), so the
     /// temporary has a fixed name: one that a crash leaves behind is reused, never piles up.
-    static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+    /// `beforeReplacing` runs once the temporary is durable, just before it takes the name.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, beforeReplacing: () -> Void = {}) throws {
         let dir = (path as NSString).deletingLastPathComponent
         let temp = "\(path).tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -124,6 +125,7 @@ enum FileIO {
             unlink(temp)
             throw writeError("cannot write \(path)", failure)
         }
+        beforeReplacing()
         guard rename(temp, path) == 0 else {
             let e = errno
             unlink(temp)
