@@ -137,6 +137,140 @@ import Testing
         #expect(assets.server.log.contains { $0.header("Range") != nil }, "some download was resumed")
     }
 
+    /// Every ready record in the index names its file, as committed: what `list` calls ready
+    /// is there (SPEC §6). Returns how many were ready.
+    @discardableResult
+    func checkReadyFilesPresent(_ cache: String, _ context: String) throws -> Int {
+        let store = CacheStore(directory: cache)
+        let index = try store.load(warn: { _ in })
+        let ready = index.ads.filter { $0.state == .ready }
+        for r in ready { #expect(store.filePresent(r), "\(context): \(r.id) is ready without its file") }
+        return ready.count
+    }
+
+    /// A cache of `count` ready ads (ten share a file two by two), made without the network.
+    func makeCache(_ cache: String, count: Int) throws {
+        let store = CacheStore(directory: cache)
+        try store.prepare()
+        var index = CacheIndex()
+        for i in 0..<count {
+            var ad = FeedAd(id: "ad\(i)", url: "https://cdn.example.com/\(i < 10 ? i / 2 : i).jpg")
+            ad.priority = Int64(i % 7)
+            ad.expires = i % 5 == 0 ? 1_000_000_000 : nil   // every fifth has expired
+            var r = AdRecord(ad: ad)
+            r.state = .ready
+            r.file = try AssetName.make(url: ad.url, format: .jpeg, version: "v1")
+            let path = store.assetPath(r.file!)
+            if !FileIO.exists(path) {
+                FileManager.default.createFile(atPath: path, contents: Data(Media.jpeg(4096 + i)))
+            }
+            let stamp = try #require(FileIO.stamp(path))
+            (r.bytes, r.fileMtime) = (stamp.size, stamp.mtime)
+            index.ads.append(r)
+        }
+        try store.save(index)
+    }
+
+    /// kill -9 of `prune --max-size` and of `clear` at varied moments: after each, every ad
+    /// the index calls ready has its file (version 1 left 24 of 100 without). The deletions
+    /// take a millisecond or two at the end of a run, so the moment of each kill is bisected
+    /// towards them: before the index changed, move later; after the last file went, move
+    /// earlier. "Mid-way" counts the kills that landed after some files were deleted and
+    /// before the last.
+    @Test(arguments: [["prune", "--max-size", "100K"], ["clear"]])
+    func killNineOfPruneOrClearNeverLeavesAReadyAdWithoutItsFile(command: [String]) throws {
+        let dir = FileIO.exists("/dev/shm") ? TempDir(under: "/dev/shm") : TempDir()   // fsync is not what is tested
+        defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let assetsDir = cache + "/assets"
+        let ads = 300
+        try makeCache(cache, count: ads)
+        let initial = FileIO.list(assetsDir).count
+        let started = monotonicNow()
+        #expect(Adcache.run(["--cache-dir", cache] + command).status == 0)
+        let duration = monotonicNow() - started
+        let final = FileIO.list(assetsDir).count
+        var (early, late) = (0.0, duration * 1.5)
+        var kills = 0
+        var midway = 0
+        var runs = 0
+        while runs < 24 || (midway < 2 && runs < 80) {   // until the window was hit twice
+            let i = runs
+            runs += 1
+            try makeCache(cache, count: ads)
+            let p = try spawn(["--cache-dir", cache] + command)
+            let moment = (early + late) / 2
+            usleep(useconds_t(moment * 1_000_000))
+            if p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                kills += 1
+            }
+            p.waitUntilExit()
+            let left = FileIO.list(assetsDir).count
+            if left >= initial {
+                early = moment   // nothing deleted yet
+            } else if left <= final {
+                late = moment   // all done
+            } else {
+                midway += 1
+                (early, late) = (moment * 0.97, moment * 1.03)
+            }
+            if late - early < 0.0005 { (early, late) = (max(0, early - 0.002), late + 0.002) }
+            try checkReadyFilesPresent(cache, "\(command[0]) killed in run \(i)")
+            // What a crash leaves is orphans, which the next prune sweeps.
+            #expect(Adcache.run(["--cache-dir", cache, "prune"]).status == 0)
+            try checkReadyFilesPresent(cache, "prune after run \(i)")
+        }
+        print(
+            "kill -9 of \(command[0]): \(kills) kills in \(runs) runs (undisturbed: \(Int(duration * 1000)) ms), \(midway) mid-way through the deletions; every ready ad kept its file"
+        )
+        #expect(midway >= 2, "kills landed while files were being deleted")
+    }
+
+    /// `prune` while fetches run: a fetch never loses a download it is about to commit. Each
+    /// round publishes new versions (new files moved into assets/ before the commit), starts
+    /// a prune of a large index and the fetch together, then prunes in a loop while the fetch
+    /// runs. The window is hit when a prune runs while such an uncommitted file is there.
+    @Test func pruneDuringFetchNeverLosesADownload() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let assets = try SlowAssets(count: 6, size: 60_000, chunk: 30_000, pause: 0.01)
+        defer { assets.server.stop() }
+        let store = CacheStore(directory: cache)
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", assets.server.url("/feed.json")]).status == 0)
+        var windowsHit = 0
+        var prunes = 0
+        var fetchesRefused = 0
+        let rounds = 12
+        for round in 0..<rounds {
+            assets.bump()
+            let first = try spawn(["--cache-dir", cache, "prune"])
+            let fetch = try spawn(["--cache-dir", cache, "fetch", "--no-progress", assets.server.url("/feed.json")])
+            first.waitUntilExit()
+            while fetch.isRunning {
+                // An uncommitted download: in assets/, named by no record.
+                let named = Set((try? store.load(warn: { _ in }))?.ads.compactMap(\.file) ?? [])
+                let pending = FileIO.list(store.assetsDirectory).contains { !named.contains($0) }
+                _ = Adcache.run(["--cache-dir", cache, "prune"])
+                if pending && fetch.isRunning { windowsHit += 1 }
+                prunes += 1
+            }
+            fetch.waitUntilExit()
+            if fetch.terminationStatus == 75 {   // the first prune held the fetch lock
+                fetchesRefused += 1
+                continue
+            }
+            #expect(fetch.terminationStatus == 0, "round \(round)")
+            let ready = try checkReadyFilesPresent(cache, "after round \(round)")
+            #expect(ready == 6, "round \(round): every ad ready with its new version")
+        }
+        print(
+            "prune during fetch: \(rounds) rounds, \(prunes) prunes while a fetch ran, \(windowsHit) of them with a download waiting for its commit; \(fetchesRefused) fetches found a prune holding the fetch lock (exit 75)"
+        )
+        #expect(windowsHit > 0, "prune ran while a download waited for its commit")
+    }
+
     @Test func showsRecordedDuringAFetchAreNeverLost() throws {
         let dir = TempDir(); defer { dir.remove() }
         let cache = dir.path + "/cache"
