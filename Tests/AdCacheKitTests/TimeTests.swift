@@ -39,22 +39,6 @@ import Testing
         #expect(Time.fromInteger(100_000_000_000) == 100_000_000)
     }
 
-    @Test func localDayFollowsTheTimeZone() {
-        let t = 1803859200.0 - 3600   // 2027-02-28T23:00:00Z
-        #expect(
-            Time.localDay(t, timeZone: TimeZone(identifier: "UTC")!)
-                == Time.localDay(t - 82800, timeZone: TimeZone(identifier: "UTC")!))
-        #expect(
-            Time.localDay(t, timeZone: TimeZone(identifier: "Asia/Shanghai")!) == Time.localDay(
-                t, timeZone: TimeZone(identifier: "UTC")!) + 1)
-    }
-
-    @Test func libcLocalDayAgreesWithFoundation() {
-        for t in stride(from: 1_790_000_000.0, to: 1_830_000_000, by: 3_333_333.3) {
-            #expect(Time.localDay(t) == Time.localDay(t, timeZone: .current), "\(t)")
-        }
-    }
-
     @Test func sizes() {
         #expect(ByteSize.parse("0") == 0)
         #expect(ByteSize.parse("512") == 512)

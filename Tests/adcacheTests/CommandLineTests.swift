@@ -17,6 +17,11 @@ struct Sandbox {
         Adcache.call(["--cache-dir", cache] + args, environment: env)
     }
 
+    /// The same through the built binary (for what depends on the process: TZ, signals).
+    func runBinary(_ args: [String], env: [String: String] = [:]) -> Run {
+        Adcache.run(["--cache-dir", cache] + args, environment: env)
+    }
+
     func remove() { dir.remove() }
 }
 

@@ -64,11 +64,10 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.stdout.contains("5:fetch next prune list clear help completions\n"))
     }
 
-    @Test func zshScriptLoads() throws {
-        guard available("/usr/bin/zsh") || available("/bin/zsh") else {
-            print("skipped: zsh is not installed (make test installs it)")
-            return
-        }
+    @Test(
+        .enabled(if: available("/usr/bin/zsh") || available("/bin/zsh"), "zsh is not installed (make test installs it)")
+    )
+    func zshScriptLoads() throws {
         let file = try script("zsh")
         let syntax = sh("/usr/bin/zsh", ["-n", file])
         #expect(syntax.status == 0, "\(syntax.stderr)")
@@ -82,11 +81,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(load.stdout == "_adcache\n")
     }
 
-    @Test func fishScriptLoadsAndCompletesValues() throws {
-        guard available("/usr/bin/fish") else {
-            print("skipped: fish is not installed")
-            return
-        }
+    @Test(.enabled(if: available("/usr/bin/fish"), "fish is not installed (make test installs it)"))
+    func fishScriptLoadsAndCompletesValues() throws {
         let file = try script("fish")
         let r = sh("/usr/bin/fish", ["-c", "source \(file); complete -C 'adcache next --type '"])
         #expect(r.status == 0, "\(r.stderr)")
@@ -126,11 +122,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(!r.stdout.contains("\u{1B}["))   // not a terminal: no colour
     }
 
-    @Test func colourOnlyOnATerminalAndNeverWithNO_COLOR() throws {
-        guard available("/usr/bin/script") else {
-            print("skipped: script(1) is not installed (bsdutils)")
-            return
-        }
+    @Test(.enabled(if: available("/usr/bin/script"), "script(1) is not installed (bsdutils; make test installs it)"))
+    func colourOnlyOnATerminalAndNeverWithNO_COLOR() throws {
         let s = Sandbox(); defer { s.remove() }
         let at = try cache(s)
         let command = "\(Adcache.binary) --cache-dir \(s.cache) list --at \(at)"
@@ -144,11 +137,10 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
 }
 
 @Suite struct ContribTests {
-    @Test func systemdUnitsVerify() throws {
-        guard available("/usr/bin/systemd-analyze") else {
-            print("skipped: systemd-analyze is not installed")
-            return
-        }
+    @Test(
+        .enabled(
+            if: available("/usr/bin/systemd-analyze"), "systemd-analyze is not installed (make test installs systemd)"))
+    func systemdUnitsVerify() throws {
         let dir = TempDir(); defer { dir.remove() }
         var paths: [String] = []
         for unit in ["adcache-fetch.service", "adcache-fetch.timer"] {

@@ -305,30 +305,12 @@ import Testing
         print("next during fetch: \(shown) shows recorded (\(during) while the fetch ran), \(total) counted")
     }
 
-    @Test func diskFullIs74AndKeepsTheOldCache() throws {
-        guard getuid() == 0 else {
-            print("skipped: mounting a small tmpfs needs root (CI runs as root)")
-            return
-        }
+    @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
+    func diskFullIs74AndKeepsTheOldCache() throws {
         let dir = TempDir(); defer { dir.remove() }
         let mountPoint = dir.path + "/small"
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        let mount = Process()
-        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-        mount.arguments = ["-t", "tmpfs", "-o", "size=512k", "tmpfs", mountPoint]
-        try mount.run()
-        mount.waitUntilExit()
-        guard mount.terminationStatus == 0 else {
-            print("skipped: cannot mount a tmpfs here")
-            return
-        }
-        defer {
-            let u = Process()
-            u.executableURL = URL(fileURLWithPath: "/bin/umount")
-            u.arguments = [mountPoint]
-            try? u.run()
-            u.waitUntilExit()
-        }
+        try SmallDisk.mount(mountPoint, size: "512k")
+        defer { SmallDisk.unmount(mountPoint) }
         let cache = mountPoint + "/cache"
         let small = Media.jpeg(50_000), big = Media.mp4(2_000_000)
         let withBig = Flag()
@@ -455,4 +437,33 @@ final class Flag: @unchecked Sendable {
     private let lock = NSLock()
     var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
     func set() { lock.lock(); value = true; lock.unlock() }
+}
+
+/// A tiny tmpfs for full-disk and read-only tests (root only).
+enum SmallDisk {
+    /// Root, and a tmpfs mounts here (a container may forbid it).
+    static let canMount: Bool = {
+        guard getuid() == 0 else { return false }
+        let probe = TempDir()
+        defer { probe.remove() }
+        guard (try? mount(probe.path, size: "64k")) != nil else { return false }
+        unmount(probe.path)
+        return true
+    }()
+
+    static func mount(_ point: String, size: String, options: String = "") throws {
+        try FileManager.default.createDirectory(atPath: point, withIntermediateDirectories: true)
+        let r = runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)" + options, "tmpfs", point])
+        guard r.status == 0 else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: r.stderr])
+        }
+    }
+
+    static func remount(_ point: String, readOnly: Bool) -> Bool {
+        runProgram("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", point]).status == 0
+    }
+
+    static func unmount(_ point: String) {
+        _ = runProgram("/bin/umount", [point])
+    }
 }

@@ -131,13 +131,6 @@ enum Time {
         return Int(((t + Double(parts.tm_gmtoff)) / 86400).rounded(.down))
     }
 
-    /// The calendar day of `t` in `timeZone`.
-    static func localDay(_ t: Double, timeZone: TimeZone) -> Int {
-        let t = clamped(t)
-        let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: t))
-        return Int(((t + Double(offset)) / 86400).rounded(.down))
-    }
-
     static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
