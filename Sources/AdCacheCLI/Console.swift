@@ -89,11 +89,32 @@ struct Console {
     }
 
     func note(_ message: String) {
-        if verbose { err("adcache: \(message)\n") }
+        if verbose { err("adcache: \(oneLine(message))\n") }
     }
 
-    /// Messages are one line, whatever a server or a file put in them.
+    /// Messages are one line, whatever a server or a file put in them, and show no
+    /// control characters.
     private func oneLine(_ s: String) -> String {
-        String(s.map { $0.isNewline || $0 == "\t" ? " " : $0 })
+        Console.visible(String(s.map { $0.isNewline || $0 == "\t" ? " " : $0 }))
+    }
+
+    /// `s` with every control character (C0, DEL, C1) written as `\x1b`-style escapes:
+    /// text from a feed or a server cannot move the cursor, retitle or rewrite the
+    /// operator's terminal (SPEC §5). `--json` output keeps exact strings instead.
+    static func visible(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: isControl) else { return s }
+        var out = ""
+        for u in s.unicodeScalars {
+            if isControl(u) {
+                out += u.value < 0x100 ? "\\x" + (u.value < 0x10 ? "0" : "") + String(u.value, radix: 16) : "?"
+            } else {
+                out.unicodeScalars.append(u)
+            }
+        }
+        return out
+    }
+
+    private static func isControl(_ u: Unicode.Scalar) -> Bool {
+        u.value < 0x20 || (0x7F...0x9F).contains(u.value)
     }
 }

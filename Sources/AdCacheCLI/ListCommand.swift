@@ -23,7 +23,7 @@ enum ListCommand: Command {
         var rows = [["ID", "TYPE", "STATE", "SHOWS", "STARTS", "EXPIRES", "SIZE"]]
         for e in entries {
             rows.append([
-                e.id,
+                Console.visible(e.id),
                 e.type?.rawValue ?? "-",
                 e.state.rawValue,
                 "\(e.shows)/\(e.maxShows.map(String.init) ?? "∞")",
@@ -46,8 +46,10 @@ enum ListCommand: Command {
             console.out(line)
             if n == 0 && entries.isEmpty { break }
         }
-        for e in entries where e.state == .failed {
-            console.out("  \(e.id): \(e.error ?? "failed")")
+        // Why the last fetch failed, also for an ad whose older file still serves.
+        for e in entries where e.state == .failed || e.error != nil {
+            let still = e.state == .failed ? "" : " (the older file still serves)"
+            console.out(Console.visible("  \(e.id): \(e.error ?? "failed")\(still)"))
         }
         return .success
     }

@@ -1,4 +1,5 @@
 import AdCacheKit
+import Foundation
 
 /// `adcache next`.
 enum NextCommand: Command {
@@ -25,7 +26,11 @@ enum NextCommand: Command {
             guard !p.isEmpty else { throw args.usage("option '--placement' needs a name") }
             options.placement = p
         }
-        let fallbackPath = try args.get(fallback).map(absolutePath)
+        var fallbackPath = try args.get(fallback).map(absolutePath)
+        if let path = fallbackPath, !FileManager.default.fileExists(atPath: path) {
+            context.console.warning("the fallback \(path) does not exist; not showing it")
+            fallbackPath = nil
+        }
         let cache = context.cache(at: try args.get(at))
 
         let console = context.console

@@ -28,7 +28,7 @@ enum PruneCommand: Command {
         for r in report.removed {
             let what = r.id.map { "ad '\($0)'" } ?? (r.file ?? "")
             let file = r.id != nil && r.file != nil ? ", \(r.file!)" : ""
-            console.out("\(verb) \(what) (\(r.reason)\(file), \(ByteSize.human(r.bytes)))")
+            console.out(Console.visible("\(verb) \(what) (\(r.reason)\(file), \(ByteSize.human(r.bytes)))"))
         }
         let total = "\(ByteSize.human(report.bytesFreed)) (\(report.bytesFreed) bytes)"
         console.out(options.dryRun ? "would free \(total)" : "freed \(total)")

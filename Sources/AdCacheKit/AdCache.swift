@@ -246,7 +246,8 @@ public struct ListedAd: Sendable {
     public var bytes: Int64?
     /// The asset's absolute path; nil until downloaded.
     public var path: String?
-    /// Why the last fetch failed for this ad.
+    /// Why the last fetch failed for this ad; also set while an older file still serves
+    /// (state `ready`).
     public var error: String?
 }
 

@@ -190,14 +190,21 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let s = Sandbox(); defer { s.remove() }
         let r = s.run(["next"])
         #expect(r.status == 1 && r.stdout.isEmpty && r.stderr.isEmpty)
-        let f = s.run(["next", "--fallback", "default.png"])
+        let image = s.dir.write("default.png", Media.png())
+        // A relative FILE is made absolute against the working directory.
+        let f = Adcache.run(["--cache-dir", s.cache, "next", "--fallback", "default.png"], cwd: s.dir.path)
         #expect(f.status == 0)
-        #expect(f.stdout.hasSuffix("/default.png\n") && f.stdout.hasPrefix("/"))
-        let j = s.run(["next", "--json", "--fallback", "/opt/app/default.png"])
+        #expect(f.stdout == image + "\n")
+        let j = s.run(["next", "--json", "--fallback", image])
         let obj = try jsonObject(j.stdout)
         #expect(obj["id"] is NSNull)
         #expect(obj["fallback"] as? Bool == true)
-        #expect(obj["path"] as? String == "/opt/app/default.png")
+        #expect(obj["path"] as? String == image)
+        // A fallback that does not exist is not printed: a warning, then as if none was given.
+        let missing = s.run(["next", "--fallback", "/opt/app/missing.png"])
+        #expect(missing.status == 1 && missing.stdout.isEmpty)
+        #expect(
+            missing.stderr == "adcache: warning: the fallback /opt/app/missing.png does not exist; not showing it\n")
     }
 
     @Test func cooldownShowsNothingEvenWithAFallback() throws {

@@ -122,6 +122,63 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(!r.stdout.contains("\u{1B}["))   // not a terminal: no colour
     }
 
+    /// A refresh that failed while the older file still serves: `ready`, with the error, in
+    /// the table and in --json (version 1 said `error: null`).
+    @Test func anErrorShowsWhileTheOlderFileServes() throws {
+        let s = Sandbox()
+        defer { s.remove() }
+        let failing = Flag()
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, #"[{"id":"a","url":"a.jpg"}]"#) }
+            return failing.isSet ? .text(404, "gone") : .file(jpeg, for: r, etag: "\"1\"")
+        }
+        defer { server.stop() }
+        #expect(s.run(["fetch", server.url("/feed.json")]).status == 0)
+        failing.set()
+        #expect(s.run(["fetch", server.url("/feed.json")]).status != 0)
+        let table = s.run(["list"])
+        #expect(table.lines[1].hasPrefix("a   image  ready"), "\(table.stdout)")
+        #expect(table.lines[2] == "  a: \(server.url("/a.jpg")): HTTP 404 (the older file still serves)")
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(s.run(["list", "--json"]).stdout.utf8)) as? [[String: Any]])
+        #expect(json[0]["state"] as? String == "ready")
+        #expect((json[0]["error"] as? String)?.hasSuffix("HTTP 404") == true)
+        #expect(try s.run(["next", "--json"]).stdout.contains(#""id":"a""#))
+    }
+
+    @Test func aMistypedCacheDirectoryIsAWarningNotAnEmptyTable() {
+        let s = Sandbox()
+        defer { s.remove() }
+        let r = Adcache.call(["--cache-dir", s.dir.path + "/typo", "list"])
+        #expect(r.status == 0)
+        #expect(r.stderr == "adcache: warning: the cache directory \(s.dir.path)/typo does not exist\n")
+        #expect(r.lines == ["ID  TYPE  STATE  SHOWS  STARTS  EXPIRES  SIZE"])
+    }
+
+    /// Feed text reaches a terminal with its control characters escaped: an id holding
+    /// `ESC ] 0 ; … BEL` cannot retitle or rewrite the operator's terminal. --json keeps it.
+    @Test func controlCharactersFromTheFeedAreEscaped() throws {
+        let s = Sandbox()
+        defer { s.remove() }
+        let feed = s.dir.write(
+            "feed.json",
+            #"[{"id":"x\u001b]0;owned\u0007\u009b2J","url":"file://\#(packageRoot)/Examples/assets/spring.jpg"},"#
+                + #"{"id":"bad\u001b[31m","url":"ftp://h/a.jpg"}]"#)
+        let fetch = s.run(["fetch", feed])
+        #expect(
+            fetch.stderr
+                == "adcache: warning: skipping ad 'bad\\x1b[31m': its \"url\" scheme 'ftp' is not http or https\n")
+        let table = s.run(["list"])
+        #expect(
+            !table.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F...0x9F).contains($0.value) })
+        #expect(table.lines[1].hasPrefix(#"x\x1b]0;owned\x07\x9b2J  image  ready"#), "\(table.stdout)")
+        let prune = s.run(["prune", "--max-size", "0"])
+        #expect(prune.lines[0].hasPrefix(#"removed ad 'x\x1b]0;owned\x07\x9b2J' (evicted"#), "\(prune.stdout)")
+        let json = s.run(["list", "--json"])
+        #expect(json.stdout.contains(#""id": "x\u001b]0;owned\u0007\#u{9B}2J""#), "\(json.stdout)")
+    }
+
     @Test(.enabled(if: available("/usr/bin/script"), "script(1) is not installed (bsdutils; make test installs it)"))
     func colourOnlyOnATerminalAndNeverWithNO_COLOR() throws {
         let s = Sandbox(); defer { s.remove() }

@@ -305,6 +305,44 @@ import Testing
         print("next during fetch: \(shown) shows recorded (\(during) while the fetch ran), \(total) counted")
     }
 
+    /// A launch never fails for want of disk: on a full disk and on a read-only cache,
+    /// `next` prints its choice, warns `show not recorded`, and exits 0 (version 1: 74).
+    @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
+    func nextOnAFullOrReadOnlyCacheStillShowsItsChoice() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let mountPoint = dir.path + "/small"
+        try SmallDisk.mount(mountPoint, size: "1m")
+        defer { SmallDisk.unmount(mountPoint) }
+        let cache = mountPoint + "/cache"
+        #expect(Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).status == 0)
+        let store = CacheStore(directory: cache)
+        let shows = { try store.load(warn: { _ in }).ads.reduce(Int64(0)) { $0 + $1.shows } }
+
+        // Full: a filler takes every free block.
+        _ = runProgram("/bin/dd", ["if=/dev/zero", "of=\(mountPoint)/filler", "bs=4096"])
+        let full = Adcache.run(["--cache-dir", cache, "next"])
+        #expect(full.status == 0, "\(full.stderr)")
+        #expect(full.stdout.hasPrefix(cache + "/assets/"))
+        #expect(full.stderr.hasPrefix("adcache: warning: show not recorded: "), "\(full.stderr)")
+        #expect(full.stderr.contains("No space left on device"))
+        #expect(try shows() == 0)
+        FileIO.remove(mountPoint + "/filler")
+
+        // Read-only.
+        #expect(SmallDisk.remount(mountPoint, readOnly: true))
+        let ro = Adcache.run(["--cache-dir", cache, "next", "--json"])
+        #expect(SmallDisk.remount(mountPoint, readOnly: false))
+        #expect(ro.status == 0, "\(ro.stderr)")
+        #expect(ro.stdout.contains(#""remainingShows""#))
+        #expect(ro.stderr.hasPrefix("adcache: warning: show not recorded: "), "\(ro.stderr)")
+        #expect(try shows() == 0)
+
+        // Writable again: the show is recorded.
+        #expect(Adcache.run(["--cache-dir", cache, "next"]).stderr.isEmpty)
+        #expect(try shows() == 1)
+    }
+
     @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
     func diskFullIs74AndKeepsTheOldCache() throws {
         let dir = TempDir(); defer { dir.remove() }

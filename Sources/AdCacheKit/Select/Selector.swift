@@ -71,13 +71,27 @@ final class Selector {
             if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
             return pick(index).map { .show(shown(index.ads[$0])) } ?? .nothingEligible
         }
-        return try store.update(warn: warn) { index in
-            if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
-            guard let i = pick(index) else { return .nothingEligible }
-            index.showSeq = min(index.showSeq + 1, AdRecord.counts.upperBound)
-            index.ads[i].recordShow(at: t, seq: index.showSeq)
-            index.lastShown = t
-            return .show(shown(index.ads[i]))
+        do {
+            return try store.update(warn: warn) { index in
+                if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
+                guard let i = pick(index) else { return .nothingEligible }
+                index.showSeq = min(index.showSeq + 1, AdRecord.counts.upperBound)
+                index.ads[i].recordShow(at: t, seq: index.showSeq)
+                index.lastShown = t
+                return .show(shown(index.ads[i]))
+            }
+        } catch let e as AdCacheError {
+            // A launch never fails for want of disk space (SPEC §4): a full disk or a
+            // read-only cache still shows the choice; only the record of the show is lost.
+            switch e {
+            case .io, .cacheUnwritable:
+                warn(Diagnostic(.cache, "show not recorded: \(e.message)"))
+                var peek = options
+                peek.peek = true
+                return try decide(peek, at: t)
+            default:
+                throw e
+            }
         }
     }
 

@@ -66,7 +66,11 @@ extension ListedAd {
 extension CacheStore {
     /// The cache at a glance, as of `t`.
     func listing(at t: Double, warn: WarningSink) throws -> [ListedAd] {
-        guard exists else { return [] }
+        guard exists else {
+            // A mistyped --cache-dir must not look like an empty cache.
+            warn(Diagnostic(.cache, "the cache directory \(directory) does not exist"))
+            return []
+        }
         let day = Time.localDay(t)
         return try load(warn: warn).ads.map { r in
             let state = r.state(at: t, day: day, filePresent: filePresent(r))
@@ -75,7 +79,7 @@ extension CacheStore {
                 id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,
                 maxShows: r.maxShows, priority: r.priority, start: date(r.start), expires: date(r.expires),
                 lastShown: date(r.lastShown), bytes: r.file == nil ? nil : r.bytes,
-                path: r.file.map(assetPath), error: state == .failed ? r.error : nil)
+                path: r.file.map(assetPath), error: r.error)
         }
     }
 }

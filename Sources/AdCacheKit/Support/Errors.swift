@@ -51,6 +51,8 @@ public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
         case feed
         /// The index: moved aside, a record dropped or repaired.
         case index
+        /// The cache directory: it does not exist, or a show could not be recorded in it.
+        case cache
     }
 
     public var kind: Kind
