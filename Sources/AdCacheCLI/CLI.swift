@@ -40,11 +40,14 @@ struct Context {
     var directory: String
     var environment: [String: String]
 
-    /// The cache, its clock at `at` when given (`--at`: the same path as now, another time).
+    /// The cache; its clock stopped at `at` when given (`--at`: the same path as now, another
+    /// time, taken as given), else the device's, corrected as the last fetch measured.
     func cache(at: Date? = nil) -> AdCache {
         let console = console
         return AdCache(
-            .init(directory: directory, clock: { at ?? Date() }, diagnostics: { console.warning($0.message) }))
+            .init(
+                directory: directory, clock: at.map { .fixed($0) } ?? .system,
+                diagnostics: { console.warning($0.message) }))
     }
 }
 

@@ -10,9 +10,9 @@ enum ListCommand: Command {
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals()
-        let now = try args.get(at) ?? Date()
-        let entries = try context.cache(at: now).list()
-        let t = now.timeIntervalSince1970
+        let cache = context.cache(at: try args.get(at))
+        let entries = try cache.list()
+        let t = cache.now().timeIntervalSince1970
         let console = context.console
         if args.has(json) {
             console.out(ListedAd.json(entries))
@@ -25,7 +25,7 @@ enum ListCommand: Command {
             rows.append([
                 Console.visible(e.id),
                 e.type?.rawValue ?? "-",
-                e.state.rawValue,
+                e.state.rawValue + (e.restingUntil.map { " (\(relative($0.timeIntervalSince1970, now: t)))" } ?? ""),
                 "\(e.shows)/\(e.maxShows.map(String.init) ?? "∞")",
                 e.start.map { relative($0.timeIntervalSince1970, now: t) } ?? "-",
                 e.expires.map { relative($0.timeIntervalSince1970, now: t) } ?? "never",

@@ -13,16 +13,28 @@ import Foundation
 /// "as of" some date) uses the same path as production. `next`, `list` and `prune` never
 /// touch the network; only `fetch` does.
 public final class AdCache {
+    /// Where "now" comes from.
+    public enum Clock: Sendable {
+        /// A device clock, corrected by the offset the last fetch measured against the feed
+        /// server's `Date` header when they differed by more than five minutes (SPEC §6).
+        case device(@Sendable () -> Date)
+        /// Exactly this time, taken as given (`--at`: previews and tests).
+        case fixed(Date)
+
+        /// The system clock, corrected.
+        public static var system: Clock { .device { Date() } }
+    }
+
     public struct Configuration: Sendable {
         /// The cache directory; created by the first fetch.
         public var directory: String
         /// Now. Expiry, schedules and the dates of shows are read from it.
-        public var clock: @Sendable () -> Date
+        public var clock: Clock
         /// Where warnings go.
         public var diagnostics: @Sendable (Diagnostic) -> Void
 
         public init(
-            directory: String, clock: @escaping @Sendable () -> Date = { Date() },
+            directory: String, clock: Clock = .system,
             diagnostics: @escaping @Sendable (Diagnostic) -> Void = { _ in }
         ) {
             self.directory = directory
@@ -46,7 +58,12 @@ public final class AdCache {
         store = CacheStore(directory: configuration.directory)
     }
 
-    var now: Double { configuration.clock().timeIntervalSince1970 }
+    var moment: Moment {
+        switch configuration.clock {
+        case .device(let read): return .device(read().timeIntervalSince1970)
+        case .fixed(let date): return .given(date.timeIntervalSince1970)
+        }
+    }
 
     /// Downloads the feed, then every unexpired ad's asset, then commits the index. The
     /// report says what became of each ad; `isComplete` is false when some asset failed or
@@ -57,7 +74,7 @@ public final class AdCache {
     {
         try options.validate()
         let fetcher = Fetcher(store: store, options: options, warn: configuration.diagnostics)
-        fetcher.now = { [configuration] in configuration.clock().timeIntervalSince1970 }
+        fetcher.clock = configuration.clock
         fetcher.onProgress = progress
         return try fetcher.run()
     }
@@ -65,17 +82,24 @@ public final class AdCache {
     /// What this launch shows, with the show recorded (unless `options.peek`) before it
     /// returns. Never touches the network.
     public func next(_ options: NextOptions = NextOptions()) throws -> NextResult {
-        try Selector(store: store, warn: configuration.diagnostics).decide(options, at: now)
+        try Selector(store: store, warn: configuration.diagnostics).decide(options, at: moment)
     }
 
     /// Deletes what can no longer be shown, then evicts to `options.maxSize`.
     public func prune(_ options: PruneOptions = PruneOptions()) throws -> PruneReport {
-        try Pruner(store: store, warn: configuration.diagnostics).run(options, at: now)
+        try Pruner(store: store, warn: configuration.diagnostics).run(options, at: moment)
     }
 
     /// Every ad the cache knows, with its state now.
     public func list() throws -> [ListedAd] {
-        try store.listing(at: now, warn: configuration.diagnostics)
+        try store.listing(at: moment, warn: configuration.diagnostics)
+    }
+
+    /// Now as the cache reckons it: the clock, corrected by the offset the last fetch measured
+    /// against the feed server (a `fixed` clock as given).
+    public func now() -> Date {
+        let index = (try? store.load(warn: { _ in })) ?? CacheIndex()
+        return Date(timeIntervalSince1970: moment.resolve(index))
     }
 
     /// Removes every cached ad and file (the directory stays); returns how many files went.
@@ -249,6 +273,8 @@ public struct ListedAd: Sendable {
     /// Why the last fetch failed for this ad; also set while an older file still serves
     /// (state `ready`).
     public var error: String?
+    /// For a `resting` ad: when it can next be shown, if within a week.
+    public var restingUntil: Date?
 }
 
 /// Where a fetch is: asset transfers done of all, bytes received, seconds since it began.

@@ -85,7 +85,7 @@ import Testing
             warnings.messages == [
                 "index.json: ad 'hostile' loses its file: its file name is not an asset's (<64 hex digits>.<ext>)"
             ])
-        let listed = try f.store.listing(at: now, warn: { _ in })
+        let listed = try f.cache(at: now).list()
         #expect(listed.first { $0.id == "hostile" }?.path == nil)
         #expect(listed.first { $0.id == "hostile" }?.state == .pending)
     }

@@ -131,7 +131,7 @@ import Testing
         try f.save([gone, wrong, f.ready("ok")])
         FileIO.remove(f.store.assetPath(gone.file!))
         #expect(try pick(f) == "ok")
-        let states = try f.store.listing(at: now, warn: { _ in }).map(\.state)
+        let states = try f.cache(at: now).list().map(\.state)
         #expect(states == [.missing, .missing, .ready])
     }
 

@@ -234,6 +234,11 @@ enum IndexCoder {
                 case "feed": decoded.index.feed = try s.null() ? nil : FeedSource(&s)
                 case "showSeq": showSeq = try s.lenient { try $0.int() }
                 case "lastShown": decoded.index.lastShown = try s.lenient { try $0.optDouble() } ?? nil
+                case "clockOffset": decoded.index.clockOffset = try s.lenient { try $0.optDouble() } ?? nil
+                case "rotations":
+                    _ = try s.lenient { s in
+                        try s.object { s, key in decoded.index.rotations[key] = try s.string() }
+                    }
                 case "ads":
                     var ids = Set<String>()
                     try s.array { s in
@@ -268,6 +273,10 @@ enum IndexCoder {
                     decoded.repair(nil, "the show counter was out of range; restarted it at \(highest)")
                 }
             }
+            if let offset = decoded.index.clockOffset, !(abs(offset) < 1e10) {
+                decoded.index.clockOffset = nil
+                decoded.repair(nil, "the clock offset was out of range; forgot it")
+            }
             if let t = decoded.index.lastShown, !Time.isSupported(t) {
                 decoded.index.lastShown = nil
                 decoded.repair(nil, "the time of the last show was out of range; forgot it")
@@ -296,7 +305,14 @@ enum IndexCoder {
             w.field("url", feed.url)
             w.endObject()
         }
+        w.field("clockOffset", index.clockOffset)
         w.field("lastShown", index.lastShown)
+        if !index.rotations.isEmpty {
+            w.key("rotations")
+            w.beginObject()
+            for k in index.rotations.keys.sorted() { w.field(k, index.rotations[k]) }
+            w.endObject()
+        }
         w.field("showSeq", index.showSeq)
         w.field("version", Int64(index.version))
         w.endObject()
@@ -380,6 +396,27 @@ extension AdRecord {
                     case "showDay": r.showDay = try s.optInt().map(Int.init)
                     case "showsOnDay": r.showsOnDay = try s.optInt()
                     case "error": r.error = try s.optString()
+                    case "weight": r.weight = try s.int()
+                    case "credit": r.credit = try s.optInt()
+                    case "hours":
+                        r.schedule.windows = []
+                        var ok = true
+                        try s.array { s in
+                            if let w = Schedule.window(try s.string()) {
+                                r.schedule.windows.append(w)
+                            } else {
+                                ok = false
+                            }
+                        }
+                        if !ok { return false }
+                    case "days":
+                        var mask: UInt8 = 0
+                        var ok = true
+                        try s.array { s in
+                            if let d = Schedule.day(try s.string()) { mask |= 1 << UInt8(d) } else { ok = false }
+                        }
+                        if !ok || mask == 0 { return false }
+                        r.schedule.days = mask
                     default: try s.skip()
                     }
                     return true
@@ -419,6 +456,10 @@ extension AdRecord {
         }
         if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
         if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
+        if !FeedAd.weightRange.contains(weight) { return "its \"weight\" (\(weight)) is out of range" }
+        if let c = credit, !(-(Int64(1) << 40)...(Int64(1) << 40)).contains(c) {
+            return "its \"credit\" is out of range"
+        }
         return nil
     }
 
@@ -442,6 +483,19 @@ extension AdRecord {
         w.field("file", file)
         w.field("fileMtime", fileMtime)
         w.field("fileSha256", fileSha256)
+        if let hours = schedule.hoursText {
+            w.key("hours")
+            w.beginArray()
+            for h in hours { w.key(nil); w.string(h) }
+            w.endArray()
+        }
+        if let days = schedule.daysText {
+            w.key("days")
+            w.beginArray()
+            for d in days { w.key(nil); w.string(d) }
+            w.endArray()
+        }
+        w.field("credit", credit)
         w.field("id", id)
         w.field("lastModified", lastModified)
         w.field("lastShowSeq", lastShowSeq)
@@ -460,6 +514,7 @@ extension AdRecord {
         w.field("state", state.rawValue)
         w.field("type", type?.rawValue)
         w.field("url", url)
+        if weight != 1 { w.field("weight", weight) }
         w.endObject()
     }
 }

@@ -48,6 +48,12 @@ struct AdRecord: Equatable, Sendable {
     var showDay: Int?
     var showsOnDay: Int64?
     var error: String?
+    /// Share of voice among eligible ads of equal priority (1 to 1000).
+    var weight: Int64 = 1
+    /// Smooth weighted round-robin credit (see `SelectionPolicy`).
+    var credit: Int64?
+    /// When in the local week it may be shown.
+    var schedule = Schedule()
 
     init(ad: FeedAd) {
         id = ad.id
@@ -83,6 +89,8 @@ struct AdRecord: Equatable, Sendable {
         priority = ad.priority
         clickUrl = ad.clickUrl
         meta = ad.meta
+        weight = ad.weight
+        schedule = ad.schedule
     }
 
     /// Drops what described the cached file (it is gone or no longer this ad's).
@@ -100,8 +108,11 @@ struct AdRecord: Equatable, Sendable {
         maxShows.map { max(0, $0 - shows) }
     }
 
+    /// Shows counted for local day `day`. A day before the last one counted (the clock went
+    /// back) counts as that day: a clock set back never lifts a daily cap.
     func showsOn(day: Int) -> Int64 {
-        showDay == day ? (showsOnDay ?? 0) : 0
+        guard let showDay else { return 0 }
+        return day <= showDay ? (showsOnDay ?? 0) : 0
     }
 }
 
@@ -133,6 +144,12 @@ struct CacheIndex: Equatable, Sendable {
     var showSeq: Int64 = 0
     /// The last show of any ad (for `next --cooldown`).
     var lastShown: Double?
+    /// Each weighted rotation's set of ads (placement and type → a digest of ids and
+    /// weights): when the set changes, the rotation's credits start over.
+    var rotations: [String: String] = [:]
+    /// Seconds to add to the device clock (the feed server's `Date` minus the device's,
+    /// when they differed by more than 300 s at the last fetch that measured).
+    var clockOffset: Double?
     var ads: [AdRecord] = []
 
     static let currentVersion = 1

@@ -17,7 +17,7 @@ final class Pruner {
         self.warn = warn
     }
 
-    func run(_ options: PruneOptions, at t: Double) throws -> PruneReport {
+    func run(_ options: PruneOptions, at moment: Moment) throws -> PruneReport {
         var report = PruneReport(dryRun: options.dryRun)
         guard store.exists else { return report }
         // Held for the whole run when free; a running fetch keeps its files.
@@ -30,6 +30,7 @@ final class Pruner {
             let indexExisted = FileIO.exists(store.indexPath)
             let loaded = try store.loadLocked(warn: warn)
             var index = loaded.index
+            let t = moment.resolve(index)
             let plan = try plan(&index, at: t, options: options, report: &report)
             var doomed = plan.files
             if sweep && indexExisted && !loaded.recovered {
@@ -57,11 +58,11 @@ final class Pruner {
     private func plan(_ index: inout CacheIndex, at t: Double, options: PruneOptions, report: inout PruneReport) throws
         -> (files: [String], names: Set<String>)
     {
-        let day = Time.localDay(t)
+        let local = Time.local(t)
         var kept: [AdRecord] = []
         var dropped: [(AdRecord, String)] = []
         for var r in index.ads {
-            let state = r.state(at: t, day: day, filePresent: true)
+            let state = r.state(at: t, local: local, filePresent: true)
             switch state {
             case .withdrawn, .expired:
                 dropped.append((r, state.rawValue))

@@ -30,6 +30,7 @@ struct CurlAPI: @unchecked Sendable {
         @convention(c) (Handle?, UnsafeMutablePointer<curl_waitfd>?, UInt32, Int32, UnsafeMutablePointer<Int32>?) ->
             CURLMcode
     let multiInfoRead: @convention(c) (Handle?, UnsafeMutablePointer<Int32>?) -> UnsafeMutablePointer<CURLMsg>?
+    let getdate: @convention(c) (UnsafePointer<CChar>?, UnsafePointer<time_t>?) -> time_t
 
     #if os(macOS)
         static let libraryNames = ["libcurl.4.dylib", "libcurl.dylib"]
@@ -78,6 +79,14 @@ struct CurlAPI: @unchecked Sendable {
         multiPerform = try Self.symbol(lib, "curl_multi_perform")
         multiPoll = try Self.symbol(lib, "curl_multi_poll")
         multiInfoRead = try Self.symbol(lib, "curl_multi_info_read")
+        getdate = try Self.symbol(lib, "curl_getdate")
+    }
+
+    /// An HTTP date (`Date`, `Last-Modified`) as Unix seconds, parsed by libcurl (which reads
+    /// the obsolete forms too); nil when it is not a date.
+    func parseDate(_ text: String) -> Double? {
+        let t = text.withCString { getdate($0, nil) }
+        return t == -1 ? nil : Double(t)
     }
 
     private static func raw(_ lib: UnsafeMutableRawPointer, _ name: String) throws -> UnsafeMutableRawPointer {

@@ -17,10 +17,15 @@ struct FeedAd: Equatable, Sendable {
     /// Lowercase hex, when the feed gives one.
     var sha256: String?
     var meta: JSONValue?
+    /// Share of voice among eligible ads of equal priority, 1 to 1000.
+    var weight: Int64 = 1
+    /// When in the local week it may be shown.
+    var schedule = Schedule()
 
     static let defaultDuration = 5
     /// The countdowns a feed may ask for (SPEC §2).
     static let durationRange = 3...5
+    static let weightRange: ClosedRange<Int64> = 1...1000
     static let defaultPlacement = "splash"
 
     init(id: String, url: String) {

@@ -163,6 +163,35 @@ struct FeedParser: Sendable {
                     Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"clickUrl\": not an http or https URL"))
             }
         }
+        if let v = present(o["weight"]) {
+            if let w = v.integerValue, FeedAd.weightRange.contains(w) {
+                ad.weight = w
+            } else {
+                warnings.append(
+                    Diagnostic(
+                        .feed, ad: id, "ad '\(id)': ignoring \"weight\": it must be a whole number from 1 to 1000"))
+            }
+        }
+        if let v = present(o["hours"]) {
+            let texts = v.arrayValue?.compactMap(\.stringValue) ?? []
+            let windows = texts.compactMap(Schedule.window)
+            if case .array(let items) = v, !items.isEmpty, windows.count == items.count {
+                ad.schedule.windows = windows
+            } else {
+                warnings.append(
+                    Diagnostic(
+                        .feed, ad: id, "ad '\(id)': ignoring \"hours\": it must be a list of \"HH:MM-HH:MM\" windows"))
+            }
+        }
+        if let v = present(o["days"]) {
+            let days = (v.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Schedule.day) }
+            if case .array(let items) = v, !items.isEmpty, days.count == items.count {
+                ad.schedule.days = days.reduce(UInt8(0)) { $0 | (1 << UInt8($1)) }
+            } else {
+                warnings.append(
+                    Diagnostic(.feed, ad: id, "ad '\(id)': ignoring \"days\": it must be a list of \"mon\" … \"sun\""))
+            }
+        }
         if let v = present(o["meta"]) {
             if case .object = v {
                 ad.meta = v

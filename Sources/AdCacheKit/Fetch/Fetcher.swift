@@ -16,8 +16,19 @@ final class Fetcher {
     var options: FetchOptions
     let warn: WarningSink
     var onProgress: ((FetchProgress) -> Void)?
-    /// The wall clock, for expiry.
-    var now: () -> Double = { Date().timeIntervalSince1970 }
+    /// Now, for expiry: the device clock corrected by `clockOffset` (or a fixed time).
+    var clock: AdCache.Clock = .system
+    /// The feed server's clock minus the device's, when they differ by more than
+    /// `clockTolerance` (the last measurement's until this run measures).
+    private(set) var clockOffset: Double?
+    static let clockTolerance: Double = 300
+
+    func now() -> Double {
+        switch clock {
+        case .device(let read): return read().timeIntervalSince1970 + (clockOffset ?? 0)
+        case .fixed(let date): return date.timeIntervalSince1970
+        }
+    }
 
     init(store: CacheStore, options: FetchOptions, warn: @escaping WarningSink) {
         self.store = store
@@ -41,6 +52,7 @@ final class Fetcher {
         defer { fetchLock.unlock() }
 
         let before = try store.load(warn: warn)
+        clockOffset = before.clockOffset
         guard let feedText = options.feed ?? before.feed?.url else {
             throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
         }
@@ -48,6 +60,7 @@ final class Fetcher {
         let download = try downloadFeed(
             source, previous: before.feed?.url == feedText ? before.feed : nil,
             hasAds: !before.ads.isEmpty)
+        measureClock(download)
 
         var feed: Feed
         if let bytes = download.body {
@@ -80,7 +93,7 @@ final class Fetcher {
             url: feedText, finalUrl: download.finalURL.absoluteString,
             etag: download.etag, lastModified: download.lastModified,
             fetchedAt: now())
-        try commit(feed.ads, results: results, feedState: feedState)
+        try commit(feed.ads, results: results, feedState: feedState, clockOffset: clockOffset)
 
         // What succeeded is committed; a failing disk still ends the run with its own error.
         if let diskError = results.values.compactMap(\.ioError).first, case .io = diskError {
@@ -99,6 +112,39 @@ final class Fetcher {
         var finalURL: URL
         var etag: String?
         var lastModified: String?
+        /// The server's `Date` (Unix seconds) and the device's clock when the answer came.
+        var serverDate: Double?
+        var receivedAt: Double?
+    }
+
+    /// SPEC §6 *Clock trust*: a device clock more than five minutes off the feed server's is
+    /// corrected from now on (this run, and `next`, `list`, `prune` until a later fetch
+    /// measures again), with one warning; a local feed measures nothing.
+    private func measureClock(_ download: FeedDownload) {
+        guard case .device = clock, let server = download.serverDate, let device = download.receivedAt else { return }
+        let offset = server - device
+        guard abs(offset) > Self.clockTolerance else {
+            clockOffset = nil
+            return
+        }
+        clockOffset = offset.rounded()
+        let way = offset > 0 ? "behind" : "ahead of"
+        warn(
+            Diagnostic(
+                .clock,
+                "the device clock is \(Self.span(abs(offset))) \(way) the feed server's; using the server's time"))
+    }
+
+    /// 90 → "2 minutes", 172800 → "2 days", as a person says it.
+    static func span(_ seconds: Double) -> String {
+        let (n, unit): (Int, String)
+        switch seconds {
+        case ..<5400: (n, unit) = (Int((seconds / 60).rounded()), "minute")
+        case ..<(36 * 3600): (n, unit) = (Int((seconds / 3600).rounded()), "hour")
+        case ..<(548 * 86400): (n, unit) = (Int((seconds / 86400).rounded()), "day")
+        default: (n, unit) = (Int((seconds / (365.25 * 86400)).rounded()), "year")
+        }
+        return "\(n) \(unit)\(n == 1 ? "" : "s")"
     }
 
     private func downloadFeed(_ source: FeedLocation, previous: FeedSource?, hasAds: Bool) throws -> FeedDownload {
@@ -125,15 +171,19 @@ final class Fetcher {
                 throw AdCacheError.feedUnreachable("cannot fetch the feed \(url): \(error)")
             }
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
+            let receivedAt = Date().timeIntervalSince1970
+            let serverDate = response.headers["date"].flatMap { try? CurlAPI.shared.get().parseDate($0) }
             if response.notModified {
                 return FeedDownload(
                     body: nil, finalURL: previous?.finalUrl.flatMap(URL.init(string:)) ?? finalURL,
                     etag: response.headers["etag"] ?? previous?.etag,
-                    lastModified: response.headers["last-modified"] ?? previous?.lastModified)
+                    lastModified: response.headers["last-modified"] ?? previous?.lastModified,
+                    serverDate: serverDate, receivedAt: receivedAt)
             }
             return FeedDownload(
                 body: response.body, finalURL: finalURL,
-                etag: response.headers["etag"], lastModified: response.headers["last-modified"])
+                etag: response.headers["etag"], lastModified: response.headers["last-modified"],
+                serverDate: serverDate, receivedAt: receivedAt)
         }
     }
 
@@ -347,7 +397,9 @@ final class Fetcher {
 
     /// Merges the results into the index as it is now (keeping shows recorded meanwhile),
     /// withdraws what the feed no longer lists, and deletes files nothing names any more.
-    private func commit(_ ads: [FeedAd], results: [String: AssetResult], feedState: FeedSource) throws {
+    private func commit(_ ads: [FeedAd], results: [String: AssetResult], feedState: FeedSource, clockOffset: Double?)
+        throws
+    {
         let orphans: [String] = try store.update(warn: warn) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
@@ -364,6 +416,7 @@ final class Fetcher {
             }
             index.ads = merged
             index.feed = feedState
+            index.clockOffset = clockOffset
             let filesAfter = Set(merged.compactMap(\.file))
             return Array(filesBefore.subtracting(filesAfter))
         }
@@ -411,6 +464,8 @@ extension AdRecord {
         ad.clickUrl = clickUrl
         ad.sha256 = sha256
         ad.meta = meta
+        ad.weight = weight
+        ad.schedule = schedule
         return ad
     }
 }

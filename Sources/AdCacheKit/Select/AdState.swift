@@ -14,18 +14,33 @@ extension AdRecord {
         return nil
     }
 
-    /// Showable, but not now: today's cap reached, or `minInterval` not passed since the last
-    /// show (either way, if the clock jumped).
-    func resting(at t: Double, day: Int) -> Bool {
-        if let cap = maxShowsPerDay, showsOn(day: day) >= cap { return true }
+    /// Showable, but not now: today's cap reached, `minInterval` not passed since the last
+    /// show (either way, if the clock jumped), or outside its `hours` and `days`.
+    func resting(at t: Double, local: LocalTime) -> Bool {
+        if let cap = maxShowsPerDay, showsOn(day: local.day) >= cap { return true }
         if let interval = minInterval, let last = lastShown, abs(t - last) < Double(interval) { return true }
-        return false
+        return !schedule.isAlways && !schedule.allows(local)
     }
 
-    /// The state at `t` (`day`: its local day), the first that applies of: withdrawn,
+    /// When a resting ad can next be shown: the first moment within a week at which no rest
+    /// rule holds (the end of `minInterval`, a local midnight, the start of a window), or nil.
+    /// Midnights are reckoned from `t`'s offset, so near a DST change this is a hint.
+    func restsUntil(after t: Double, local: LocalTime) -> Double? {
+        var candidates: [Double] = []
+        if let interval = minInterval, let last = lastShown { candidates.append(max(last, t) + Double(interval)) }
+        let midnight = (t / 60).rounded(.down) * 60 - Double(local.minute) * 60
+        for d in 0...7 {
+            let day = midnight + Double(d) * 86400
+            candidates.append(day)
+            candidates += schedule.windows.map { day + Double($0.start) * 60 }
+        }
+        return candidates.filter { $0 > t }.sorted().first { !resting(at: $0, local: Time.local($0)) }
+    }
+
+    /// The state at `t` (`local`: the wall clock then), the first that applies of: withdrawn,
     /// expired, exhausted, failed, pending, missing, scheduled, resting, ready.
     /// `filePresent` says whether its file is in `assets/` as committed.
-    func state(at t: Double, day: Int, filePresent: Bool) -> AdState {
+    func state(at t: Double, local: LocalTime, filePresent: Bool) -> AdState {
         if state == .withdrawn { return .withdrawn }
         if let done = finished(at: t) { return done }
         switch state {
@@ -35,7 +50,7 @@ extension AdRecord {
         }
         if !filePresent || file == nil { return .missing }
         if let s = start, s > t { return .scheduled }
-        if resting(at: t, day: day) { return .resting }
+        if resting(at: t, local: local) { return .resting }
         return .ready
     }
 }

@@ -1,21 +1,38 @@
 import Foundation
 
+/// Now, as a command evaluates it (SPEC §6 *Clock trust*).
+enum Moment: Sendable {
+    /// The device clock, corrected by the offset the last fetch measured against the feed
+    /// server's `Date`.
+    case device(Double)
+    /// Exactly this time (`--at`): taken as given.
+    case given(Double)
+
+    func resolve(_ index: CacheIndex) -> Double {
+        switch self {
+        case .device(let t): return t + (index.clockOffset ?? 0)
+        case .given(let t): return t
+        }
+    }
+}
+
 /// `adcache next`: which cached asset this launch shows, and the record of the show.
 enum SelectionPolicy {
     /// Eligible (SPEC §4), apart from the file check, which the caller makes last because it
     /// costs a `stat`.
-    static func isEligible(_ r: AdRecord, at t: Double, day: Int, options: NextOptions) -> Bool {
+    static func isEligible(_ r: AdRecord, at t: Double, local: LocalTime, options: NextOptions) -> Bool {
         guard r.placement == options.placement, options.type == nil || r.type == options.type else { return false }
-        return r.state(at: t, day: day, filePresent: true) == .ready
+        return r.state(at: t, local: local, filePresent: true) == .ready
     }
 
-    /// The order of preference: highest priority; then least recently shown (never shown
-    /// first; the show counter orders shows within one second); then soonest expiry; then id.
+    /// The order among equal weights: least recently shown (never shown first; the show
+    /// counter orders shows within one second); then soonest expiry; then id.
     static func prefers(_ a: AdRecord, _ b: AdRecord) -> Bool {
-        if a.priority != b.priority { return a.priority > b.priority }
-        let sa = a.lastShowSeq ?? 0, sb = b.lastShowSeq ?? 0
+        let sa = a.lastShowSeq ?? 0
+        let sb = b.lastShowSeq ?? 0
         if sa != sb { return sa < sb }
-        let ea = a.expires ?? .infinity, eb = b.expires ?? .infinity
+        let ea = a.expires ?? .infinity
+        let eb = b.expires ?? .infinity
         if ea != eb { return ea < eb }
         return a.id < b.id
     }
@@ -26,16 +43,70 @@ enum SelectionPolicy {
         return abs(t - last) < cooldown
     }
 
-    /// The index (into `index.ads`) of the ad to show, or nil.
+    /// The index (into `index.ads`) of the ad to show, or nil: the highest priority with an
+    /// eligible ad whose file is there; among those, by weight. Updates the rotation's
+    /// credits in `index` (a caller that only peeks passes a copy).
     static func choose(
-        in index: CacheIndex, at t: Double, options: NextOptions,
-        filePresent: (AdRecord) -> Bool
+        in index: inout CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
     ) -> Int? {
-        let day = Time.localDay(t)
-        var candidates = index.ads.indices.filter { isEligible(index.ads[$0], at: t, day: day, options: options) }
-        candidates.sort { prefers(index.ads[$0], index.ads[$1]) }
-        return candidates.first { filePresent(index.ads[$0]) }
+        let local = Time.local(t)
+        let eligible = index.ads.indices.filter { isEligible(index.ads[$0], at: t, local: local, options: options) }
+        var byPriority: [Int64: [Int]] = [:]
+        for i in eligible { byPriority[index.ads[i].priority, default: []].append(i) }
+        for priority in byPriority.keys.sorted(by: >) {
+            let group = byPriority[priority]!.sorted { prefers(index.ads[$0], index.ads[$1]) }
+            let weight = index.ads[group[0]].weight
+            if group.allSatisfy({ index.ads[$0].weight == weight }) {
+                // Equal weights rotate strictly: the first in order whose file is there.
+                if let i = group.first(where: { filePresent(index.ads[$0]) }) { return i }
+            } else {
+                let present = group.filter { filePresent(index.ads[$0]) }
+                if !present.isEmpty { return rotate(&index, present, key: options.rotationKey) }
+            }
+        }
+        return nil
     }
+
+    /// Smooth weighted round-robin (as nginx balances upstreams): every ad gains its weight
+    /// in credit, the one with the most is shown and pays the total back. Over any run of
+    /// shows with the same ads and weights, each ad stays within one show of its weighted
+    /// share; ties go as equal weights do (`group` is in that order). When the set of ads
+    /// or their weights changes, the credits start over.
+    static func rotate(_ index: inout CacheIndex, _ group: [Int], key: String) -> Int {
+        let signature = digest(group.map { "\(index.ads[$0].id)\u{0}\(index.ads[$0].weight)" }.sorted())
+        if index.rotations[key] != signature {
+            for i in group { index.ads[i].credit = 0 }
+            index.rotations[key] = signature
+        }
+        var best = group[0]
+        var total: Int64 = 0
+        for i in group {
+            index.ads[i].credit = (index.ads[i].credit ?? 0) + index.ads[i].weight
+            total += index.ads[i].weight
+            if index.ads[i].credit! > index.ads[best].credit! { best = i }
+        }
+        index.ads[best].credit! -= total
+        return best
+    }
+
+    /// FNV-1a, 64 bits, of the lines: a cheap fingerprint (next loads no libcrypto).
+    static func digest(_ lines: [String]) -> String {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for line in lines {
+            for b in line.utf8 {
+                h ^= UInt64(b)
+                h = h &* 0x100_0000_01b3
+            }
+            h ^= 0x0A
+            h = h &* 0x100_0000_01b3
+        }
+        return String(h, radix: 16)
+    }
+}
+
+extension NextOptions {
+    /// Which weighted rotation a call belongs to.
+    var rotationKey: String { placement + "|" + (type?.rawValue ?? "*") }
 }
 
 extension AdRecord {
@@ -46,7 +117,7 @@ extension AdRecord {
         lastShowSeq = seq
         let day = Time.localDay(t)
         showsOnDay = showsOn(day: day) + 1
-        showDay = day
+        showDay = max(day, showDay ?? day)
     }
 }
 
@@ -61,20 +132,24 @@ final class Selector {
 
     /// The ad this launch shows, with the show recorded (unless `peek`) before returning.
     /// Never touches the network.
-    func decide(_ options: NextOptions, at t: Double) throws -> NextResult {
-        guard store.exists, FileIO.exists(store.indexPath) else { return .nothingEligible }
-        func pick(_ index: CacheIndex) -> Int? {
-            SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent)
+    func decide(_ options: NextOptions, at moment: Moment) throws -> NextResult {
+        guard store.exists, FileIO.exists(store.indexPath) || FileIO.exists(store.oldIndexPath) else {
+            return .nothingEligible
         }
         if options.peek {
-            let index = try store.load(warn: warn)
+            var index = try store.load(warn: warn)
+            let t = moment.resolve(index)
             if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
-            return pick(index).map { .show(shown(index.ads[$0])) } ?? .nothingEligible
+            return SelectionPolicy.choose(in: &index, at: t, options: options, filePresent: store.filePresent)
+                .map { .show(shown(index.ads[$0])) } ?? .nothingEligible
         }
         do {
             return try store.update(warn: warn) { index in
+                let t = moment.resolve(index)
                 if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
-                guard let i = pick(index) else { return .nothingEligible }
+                guard
+                    let i = SelectionPolicy.choose(in: &index, at: t, options: options, filePresent: store.filePresent)
+                else { return .nothingEligible }
                 index.showSeq = min(index.showSeq + 1, AdRecord.counts.upperBound)
                 index.ads[i].recordShow(at: t, seq: index.showSeq)
                 index.lastShown = t
@@ -88,7 +163,7 @@ final class Selector {
                 warn(Diagnostic(.cache, "show not recorded: \(e.message)"))
                 var peek = options
                 peek.peek = true
-                return try decide(peek, at: t)
+                return try decide(peek, at: moment)
             default:
                 throw e
             }
@@ -97,7 +172,7 @@ final class Selector {
 
     private func shown(_ r: AdRecord) -> ShownAd {
         ShownAd(
-            id: r.id, path: store.assetPath(r.file!), type: r.type, placement: r.placement, duration: r.duration,
+            id: r.id, path: store.assetPath(r.file ?? ""), type: r.type, placement: r.placement, duration: r.duration,
             clickUrl: r.clickUrl, remainingShows: r.remainingShows,
             expires: r.expires.map(Date.init(timeIntervalSince1970:)),
             priority: r.priority, meta: r.meta)

@@ -53,6 +53,8 @@ public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
         case index
         /// The cache directory: it does not exist, or a show could not be recorded in it.
         case cache
+        /// The device clock disagrees with the feed server's.
+        case clock
     }
 
     public var kind: Kind

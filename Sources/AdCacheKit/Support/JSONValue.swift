@@ -49,6 +49,11 @@ public enum JSONValue: Codable, Equatable, Sendable {
         return nil
     }
 
+    var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+
     var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil

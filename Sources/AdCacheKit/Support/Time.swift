@@ -123,12 +123,19 @@ enum Time {
     /// The local calendar day (days since 1970-01-01 in the device's time zone, `TZ`).
     /// Read through libc's localtime_r: Foundation's TimeZone.current would load ICU, which
     /// costs `next` more than everything else it does.
-    static func localDay(_ t: Double) -> Int {
+    static func localDay(_ t: Double) -> Int { local(t).day }
+
+    /// The wall clock at `t`: local day, minute of the day and weekday.
+    static func local(_ t: Double) -> LocalTime {
         let t = clamped(t)
         var seconds = time_t(t.rounded(.down))
         var parts = tm()
-        guard localtime_r(&seconds, &parts) != nil else { return Int((t / 86400).rounded(.down)) }
-        return Int(((t + Double(parts.tm_gmtoff)) / 86400).rounded(.down))
+        guard localtime_r(&seconds, &parts) != nil else {
+            let day = Int((t / 86400).rounded(.down))
+            return LocalTime(day: day, minute: Int((t - Double(day) * 86400) / 60), weekday: (day % 7 + 11) % 7)
+        }
+        let day = Int(((t + Double(parts.tm_gmtoff)) / 86400).rounded(.down))
+        return LocalTime(day: day, minute: Int(parts.tm_hour) * 60 + Int(parts.tm_min), weekday: Int(parts.tm_wday))
     }
 
     static func daysIn(month: Int, year: Int) -> Int {

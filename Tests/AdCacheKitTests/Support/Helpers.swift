@@ -40,9 +40,10 @@ struct CacheFixture {
 
     func index() throws -> CacheIndex { try store.load(warn: { _ in }) }
 
-    /// The facade on this cache, its clock stopped at `t`.
+    /// The facade on this cache, its clock stopped at `t` (a device clock that reads `t`, so
+    /// that a measured offset applies).
     func cache(at t: Double, warn: @escaping @Sendable (Diagnostic) -> Void = { _ in }) -> AdCache {
-        AdCache(.init(directory: store.directory, clock: { Date(timeIntervalSince1970: t) }, diagnostics: warn))
+        AdCache(.init(directory: store.directory, clock: .device { Date(timeIntervalSince1970: t) }, diagnostics: warn))
     }
 }
 

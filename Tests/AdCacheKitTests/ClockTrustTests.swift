@@ -1,0 +1,95 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AdCacheKit
+
+/// SPEC §6 *Clock trust*: the feed server's `Date` corrects a device clock that is more than
+/// five minutes off, for fetch itself and for next, list and prune, until a later fetch
+/// measures again; `--at` is taken as given.
+@Suite struct ClockTrustTests {
+    static func httpDate(_ t: Double) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return f.string(from: Date(timeIntervalSince1970: t))
+    }
+
+    /// A server whose clock reads `skew` seconds from the real one, serving `feed`.
+    func serve(_ h: FetchHarness, feed: String, skew: Double) {
+        let body = Array(feed.utf8)
+        h.setOverride { r in
+            guard r.path == "/feed.json" else { return nil }
+            let date = Self.httpDate(Date().timeIntervalSince1970 + skew)
+            return LoopbackServer.Response(
+                status: 200, headers: [("Content-Type", "application/json"), ("Date", date)], body: body)
+        }
+    }
+
+    func fetch(_ h: FetchHarness, warnings: Collected) throws -> FetchReport {
+        let cache = AdCache(.init(directory: h.store.directory, diagnostics: warnings.add))
+        var o = FetchOptions(feed: h.server.url("/feed.json"))
+        o.retries = 0
+        return try cache.fetch(o)
+    }
+
+    @Test func aDeviceClockYearsAheadNeitherExpiresNorPrunesTheCache() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let real = Date().timeIntervalSince1970
+        // Expired a day ago by the device clock; current by the server's, three years behind.
+        serve(h, feed: #"[{"id":"a","url":"a.jpg","expires":\#(Int(real - 86400))}]"#, skew: -3 * 365.25 * 86400)
+        let warnings = Collected()
+        let report = try fetch(h, warnings: warnings)
+        #expect(report.ads.map(\.outcome) == [.downloaded])
+        #expect(
+            warnings.messages == ["the device clock is 3 years ahead of the feed server's; using the server's time"])
+        let offset = try #require(try h.index().clockOffset)
+        #expect(abs(offset + 3 * 365.25 * 86400) < 10)
+        // next, list and prune use the corrected time: the ad is ready and stays.
+        let device = AdCache(.init(directory: h.store.directory))
+        #expect(try device.list().map(\.state) == [.ready])
+        #expect(try device.prune().removed.isEmpty)
+        #expect(try device.shown()?.id == "a")
+        // An explicit time is taken as given.
+        let given = AdCache(.init(directory: h.store.directory, clock: .fixed(Date(timeIntervalSince1970: real))))
+        #expect(try given.list().map(\.state) == [.expired])
+        // A later fetch against a server that agrees clears the offset (and the ad expires).
+        serve(h, feed: #"[{"id":"a","url":"a.jpg","expires":\#(Int(real - 86400))}]"#, skew: 60)
+        let quiet = Collected()
+        #expect(try fetch(h, warnings: quiet).ads.map(\.outcome) == [.expired])
+        #expect(quiet.messages.isEmpty)
+        #expect(try h.index().clockOffset == nil)
+        #expect(try device.list().map(\.state) == [.expired])
+    }
+
+    @Test func aDeviceClockDaysBehindShowsWhatHasStarted() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let real = Date().timeIntervalSince1970
+        serve(h, feed: #"[{"id":"a","url":"a.jpg","start":\#(Int(real + 86400))}]"#, skew: 2 * 86400)
+        let warnings = Collected()
+        _ = try fetch(h, warnings: warnings)
+        #expect(warnings.messages == ["the device clock is 2 days behind the feed server's; using the server's time"])
+        let device = AdCache(.init(directory: h.store.directory))
+        #expect(try device.list().map(\.state) == [.ready])
+        let shown = try #require(try device.shown())
+        // The show is dated by the corrected clock.
+        let lastShown = try #require(try h.index().ads.first?.lastShown)
+        #expect(abs(lastShown - (real + 2 * 86400)) < 60)
+        #expect(shown.id == "a")
+    }
+
+    @Test func withinFiveMinutesNothingIsCorrectedAndALocalFeedMeasuresNothing() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        serve(h, feed: #"[{"id":"a","url":"a.jpg"}]"#, skew: 290)
+        let warnings = Collected()
+        _ = try fetch(h, warnings: warnings)
+        #expect(warnings.messages.isEmpty)
+        #expect(try h.index().clockOffset == nil)
+        #expect(
+            Fetcher.span(90) == "2 minutes" && Fetcher.span(3600 * 5) == "5 hours" && Fetcher.span(86400) == "24 hours")
+    }
+}
