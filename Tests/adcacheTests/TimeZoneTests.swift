@@ -52,4 +52,28 @@ import Testing
         let list = s.runBinary(["list", "--at", "2027-03-29T12:00:00+02:00"], env: ["TZ": "Europe/Berlin"])
         #expect(list.stdout.contains("resting"), "\(list.stdout)")
     }
+
+    /// `hours` are the device's wall clock: 07:30 in Tokyo is breakfast there, 22:30 in UTC.
+    @Test(.enabled(if: zoneinfo, "tzdata is not installed (make test installs it)"))
+    func hoursAreLocalWallClockTime() throws {
+        let s = Sandbox()
+        defer { s.remove() }
+        let feed = s.dir.write(
+            "feed.json",
+            #"[{"id":"breakfast","url":"file://\#(packageRoot)/Examples/assets/spring.jpg","hours":["07:00-09:00"],"days":["mon"]}]"#
+        )
+        #expect(s.run(["fetch", "-q", feed]).status == 0)
+        let monday = "2027-03-01T07:30:00+09:00"   // Monday in Tokyo, Sunday 22:30 in UTC
+        #expect(s.runBinary(["next", "--peek", "--at", monday], env: ["TZ": "Asia/Tokyo"]).status == 0)
+        #expect(s.runBinary(["next", "--peek", "--at", monday], env: ["TZ": "UTC"]).status == 1)
+        // Across Berlin's spring-forward: 03:10 CEST on Monday 2027-03-29 is not; Sunday's is not Monday.
+        #expect(
+            s.runBinary(["next", "--peek", "--at", "2027-03-29T07:10:00+02:00"], env: ["TZ": "Europe/Berlin"]).status
+                == 0)
+        #expect(
+            s.runBinary(["next", "--peek", "--at", "2027-03-28T07:10:00+02:00"], env: ["TZ": "Europe/Berlin"]).status
+                == 1)
+        let list = s.runBinary(["list", "--at", "2027-03-28T07:10:00+02:00"], env: ["TZ": "Europe/Berlin"])
+        #expect(list.stdout.contains("resting (in 23 h)"), "\(list.stdout)")   // Monday 07:00
+    }
 }
