@@ -76,15 +76,22 @@ extension Option where Value == String {
     }
 }
 
+/// 0.001, 30, 86400: a bound as a person writes it.
+func plain(_ v: Double) -> String {
+    v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)
+}
+
 extension Option where Value == Double {
-    static func seconds(_ long: String, _ help: String, range: ClosedRange<Double> = 0...Double.greatestFiniteMagnitude)
+    /// Seconds within `range` (SPEC §4: every numeric option has one, said in --help).
+    static func seconds(_ long: String, _ help: String, range: ClosedRange<Double>, default value: String? = nil)
         -> Option
     {
-        Option(spec: OptionSpec(long: long, value: "<sec>", help: help, kind: .seconds(range))) { text, spec in
+        let bounds = "\(plain(range.lowerBound)) to \(plain(range.upperBound))"
+        let said = help + " (\(bounds)" + (value.map { "; default: \($0)" } ?? "") + ")"
+        return Option(spec: OptionSpec(long: long, value: "<sec>", help: said, kind: .seconds(range))) { text, spec in
             guard let v = Double(text), v.isFinite, range.contains(v) else {
                 throw UsageError(
-                    message:
-                        "option '--\(spec.long)' needs a number of seconds ≥ \(Int(range.lowerBound)) (got '\(text)')")
+                    message: "option '--\(spec.long)' needs a number of seconds from \(bounds) (got '\(text)')")
             }
             return v
         }
@@ -92,8 +99,9 @@ extension Option where Value == Double {
 }
 
 extension Option where Value == Int {
-    static func integer(_ long: String, _ help: String, range: ClosedRange<Int>) -> Option {
-        Option(spec: OptionSpec(long: long, value: "<n>", help: help, kind: .integer(range))) { text, spec in
+    static func integer(_ long: String, _ help: String, range: ClosedRange<Int>, default value: String) -> Option {
+        let said = help + " (\(range.lowerBound) to \(range.upperBound); default: \(value))"
+        return Option(spec: OptionSpec(long: long, value: "<n>", help: said, kind: .integer(range))) { text, spec in
             guard let v = Int(text), range.contains(v) else {
                 throw UsageError(
                     message:
@@ -106,11 +114,13 @@ extension Option where Value == Int {
 }
 
 extension Option where Value == Int64 {
-    static func size(_ long: String, _ help: String) -> Option {
+    /// Bytes, at least `minimum`, with K, M or G (and B or iB).
+    static func size(_ long: String, _ help: String, minimum: Int64 = 0) -> Option {
         Option(spec: OptionSpec(long: long, value: "<size>", help: help, kind: .size)) { text, spec in
-            guard let v = ByteSize.parse(text) else {
+            guard let v = ByteSize.parse(text), v >= minimum else {
+                let least = minimum > 0 ? "a size of at least \(minimum) bytes, " : "a size "
                 throw UsageError(
-                    message: "option '--\(spec.long)' needs a size such as 500K, 100M or 2G (got '\(text)')")
+                    message: "option '--\(spec.long)' needs \(least)such as 500K, 100M or 2G (got '\(text)')")
             }
             return v
         }

@@ -4,12 +4,15 @@ import Foundation
 /// `adcache fetch [FEED]`.
 enum FetchCommand: Command {
     static let timeout = Option.seconds(
-        "timeout", "Give up on one transfer after this many seconds (default: 60).", range: 0.001...86400 * 365)
+        "timeout", "The connect time, and the longest stretch without a byte, before a transfer gives up.",
+        range: 0.001...86400, default: "30")
     static let deadline = Option.seconds(
-        "deadline", "Stop the whole run after this many seconds; what finished is kept (default: none).",
-        range: 0.001...86400 * 365)
-    static let parallel = Option.integer("parallel", "Transfers at once (default: 4).", range: 1...64)
-    static let retries = Option.integer("retries", "Retries of a transient failure (default: 2).", range: 0...20)
+        "deadline", "Stop the whole run after this many seconds; what finished is kept.", range: 0.001...31_536_000,
+        default: "none")
+    static let parallel = Option.integer("parallel", "Transfers at once.", range: 1...64, default: "4")
+    static let retries = Option.integer("retries", "Retries of a transient failure.", range: 0...20, default: "2")
+    static let limitRate = Option.size(
+        "limit-rate", "At most this many bytes per second in all, as curl's option (default: no limit).", minimum: 1)
     static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this (default: 100M).")
     static let maxFeedSize = Option.size("max-feed-size", "Refuse a feed larger than this (default: 8M).")
     static let header = Option.text(
@@ -17,7 +20,8 @@ enum FetchCommand: Command {
     static let userAgent = Option.text(
         "user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
-    static let jitter = Option.seconds("jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).")
+    static let jitter = Option.seconds(
+        "jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).", range: 0...86400, default: "0")
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")
@@ -31,7 +35,8 @@ enum FetchCommand: Command {
             ("<feed>?", "An http or https URL, a file: URL or a path (default: the feed of the last successful fetch).")
         ],
         options: [
-            timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, header, userAgent, cacert, jitter,
+            timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert,
+            jitter,
             progress, noProgress, json,
         ]
     )
@@ -46,6 +51,7 @@ enum FetchCommand: Command {
         if let s = try args.get(maxAssetSize) { options.maxAssetSize = s }
         if let s = try args.get(maxFeedSize) { options.maxFeedSize = s }
         if let j = try args.get(jitter) { options.jitter = j }
+        options.limitRate = try args.get(limitRate)
         options.userAgent = try args.get(userAgent)
         for h in try args.all(header) {
             guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
@@ -82,7 +88,12 @@ enum FetchCommand: Command {
                 console.note("\(ad.id): \(ad.outcome.rawValue)\(ad.bytes.map { " (\(ByteSize.human($0)))" } ?? "")")
             }
         }
-        let code: ExitCode = report.isComplete ? .success : .tempFail
+        let code: ExitCode
+        switch report.status {
+        case .complete: code = .success
+        case .failedForGood: code = .dataError
+        case .tryLater: code = .tempFail
+        }
         if args.has(json) {
             console.out(report.json(exitCode: code.rawValue))
         } else if !console.quiet {

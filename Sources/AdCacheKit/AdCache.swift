@@ -164,6 +164,8 @@ public struct FetchOptions: Sendable {
     }
     /// Sleep a random 0 to `jitter` seconds first (for fleets of devices).
     public var jitter: Double = 0
+    /// At most this many bytes per second in all (shared by the parallel transfers).
+    public var limitRate: Int64?
 
     public init(feed: String? = nil) {
         self.feed = feed
@@ -180,7 +182,8 @@ public struct FetchOptions: Sendable {
         try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
         try check((0...20).contains(retries), "retries must be 0 to 20")
         try check(maxAssetSize >= 0 && maxFeedSize >= 0, "size limits cannot be negative")
-        try check(jitter >= 0 && jitter <= 86400 * 365, "the jitter must be 0 to a year of seconds")
+        try check(jitter >= 0 && jitter <= 86400, "the jitter must be 0 to 86400 seconds")
+        try check(limitRate.map { $0 > 0 } ?? true, "the rate limit must be at least 1 byte per second")
         for h in headers {
             guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
                 throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
@@ -310,6 +313,21 @@ public struct FetchReport: Sendable {
         public var outcome: Outcome
         public var bytes: Int64?
         public var error: String?
+        /// For a failure: worth trying again at the next run (network, timeouts, 408, 429,
+        /// 5xx, a short body); false for a failure for good (4xx, invalid content, too large,
+        /// a wrong sha256, a refused redirect).
+        public var transient = false
+    }
+
+    /// How the run ended, for the exit code (SPEC §5).
+    public enum Status: Sendable {
+        /// Every ad is ready, expired or used up.
+        case complete
+        /// Some asset failed for good (and none transiently): fixing the feed or the server
+        /// is needed, retrying is not.
+        case failedForGood
+        /// Some asset failed transiently or is pending: a later run should finish the job.
+        case tryLater
     }
 
     /// As given, or the remembered feed.
@@ -319,9 +337,16 @@ public struct FetchReport: Sendable {
     public var ads: [Ad] = []
     /// The feed's warnings (also sent to the diagnostics).
     public var warnings: [String] = []
-    /// False when some asset failed or is still pending: the rest is committed, and a later
-    /// fetch tries again.
-    public var isComplete = true
+    public var status: Status {
+        if ads.contains(where: { $0.outcome == .pending || ($0.outcome == .failed && $0.transient) }) {
+            return .tryLater
+        }
+        if ads.contains(where: { $0.outcome == .failed }) { return .failedForGood }
+        return .complete
+    }
+
+    /// True when every ad is ready, expired or used up.
+    public var isComplete: Bool { status == .complete }
 
     func count(_ o: Outcome) -> Int { ads.filter { $0.outcome == o }.count }
 

@@ -10,6 +10,8 @@
 #include <curl/curl.h>
 
 typedef size_t (*adc_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
+typedef int (*adc_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                                     curl_off_t ulnow);
 
 typedef CURLcode (*adc_easy_setopt_fn)(CURL *, CURLoption, ...);
 typedef CURLcode (*adc_easy_getinfo_fn)(CURL *, CURLINFO, ...);
@@ -32,6 +34,12 @@ static inline CURLcode adc_easy_setopt_slist(void *fn, CURL *h, CURLoption o, st
 }
 static inline CURLcode adc_easy_setopt_data_callback(void *fn, CURL *h, CURLoption o, adc_data_callback v) {
     return ((adc_easy_setopt_fn)fn)(h, o, v);
+}
+static inline CURLcode adc_easy_setopt_xferinfo_callback(void *fn, CURL *h, CURLoption o, adc_xferinfo_callback v) {
+    return ((adc_easy_setopt_fn)fn)(h, o, v);
+}
+static inline CURLcode adc_easy_getinfo_offt(void *fn, CURL *h, CURLINFO i, curl_off_t *v) {
+    return ((adc_easy_getinfo_fn)fn)(h, i, v);
 }
 static inline CURLcode adc_easy_getinfo_long(void *fn, CURL *h, CURLINFO i, long *v) {
     return ((adc_easy_getinfo_fn)fn)(h, i, v);

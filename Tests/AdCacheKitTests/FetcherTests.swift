@@ -374,12 +374,14 @@ final class FetchHarness: @unchecked Sendable {
         h.put("/a.jpg", Media.jpeg())
         h.put("/b.jpg", Media.jpeg(seed: 2))
         h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
-        // An hour's Retry-After, capped at 0.5 s: the retry comes and succeeds.
-        let capped = try h.fetch { $0.transfer.maxRetryAfter = 0.5 }
-        #expect(capped.ads[0].outcome == .downloaded)
-        let tries = h.server.requests(to: "/a.jpg")
-        #expect(tries.count == 2)
-        #expect(tries[1].receivedAt - tries[0].receivedAt >= 0.45)
+        // An hour's Retry-After is longer than any wait (5 minutes; 0.5 s here): this run
+        // gives up on the ad at once, transiently; the next run tries again.
+        let started0 = monotonicNow()
+        let capped = try h.fetch { $0.transfer.maxWait = 0.5 }
+        #expect(capped.ads[0].outcome == .failed)
+        #expect(h.server.requests(to: "/a.jpg").count == 1)
+        #expect(monotonicNow() - started0 < 3)
+        #expect(try h.fetch().ads[0].outcome == .downloaded)
 
         // With a deadline nearer than the wait, the ad fails at once instead of waiting.
         h.setOverride {
@@ -392,6 +394,26 @@ final class FetchHarness: @unchecked Sendable {
         #expect(bounded.ads[0].error?.contains("HTTP 503") == true)
         #expect(h.server.requests(to: "/b.jpg").count == 1)
         #expect(monotonicNow() - started < 5)   // gave up rather than sleeping into the deadline
+    }
+
+    /// Every libcurl option is checked: one it refuses (as a libcurl before 7.85 refused
+    /// `CURLOPT_PROTOCOLS_STR`) stops the transfer before it runs, never a silent default.
+    @Test func anOptionLibcurlRefusesStopsTheTransferBeforeItRuns() throws {
+        let h = try FetchHarness()
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        do {
+            _ = try h.fetch { $0.transfer.refuseOption = EasyTransfer.protocolsOption }
+            Issue.record("the fetch should fail")
+        } catch let e as AdCacheError {
+            #expect(e.caseName == "libraryMissing")
+            #expect(e.message.contains("refused CURLOPT_PROTOCOLS"), "\(e.message)")
+        }
+        #expect(h.server.log.isEmpty, "no request was made")
+        // Redirects stay within http and https on the loaded libcurl, whatever its version.
+        let api = try CurlAPI.shared.get()
+        #expect(throws: AdCacheError.self) { try CurlAPI.check(versionNumber: 0x07_3A_00, text: "7.58.0") }
+        #expect((try? CurlAPI.check(versionNumber: 0x07_44_00, text: "7.68.0")) != nil)
+        #expect(!api.version.isEmpty)
     }
 
     @Test func permanentErrorsAreNotRetried() throws {

@@ -247,25 +247,33 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(missing.status == 69)
     }
 
-    @Test func someAssetsFailingIs75WithAWarningEach() throws {
+    /// SPEC v2 §5: 65 when the only failures are for good (a 404 will not mend itself: cron
+    /// and systemd must not hide it as "try later"), 75 when any is transient.
+    @Test(arguments: [(["gone"], 65), (["busy"], 75), (["gone", "busy"], 75)] as [([String], Int32)])
+    func failingAssetsExitBy65Or75(failing: [String], code: Int32) throws {
         let s = Sandbox(); defer { s.remove() }
         let jpeg = Media.jpeg()
+        let feed = (["ok"] + failing).map { #"{"id":"\#($0)","url":"\#($0).jpg"}"# }.joined(separator: ",")
         let server = try LoopbackServer { r in
             switch r.path {
-            case "/feed.json": return .text(200, #"[{"id":"ok","url":"ok.jpg"},{"id":"gone","url":"gone.jpg"}]"#)
+            case "/feed.json": return .text(200, "[\(feed)]")
             case "/ok.jpg": return .file(jpeg, for: r)
+            case "/busy.jpg": return .text(503, "later")
             default: return .text(404, "no")
             }
         }
         defer { server.stop() }
-        let r = s.run(["fetch", server.url("/feed.json")])
-        #expect(r.status == 75)
-        #expect(r.stdout == "2 ads: 1 ready (1 downloaded), 1 failed\n")
-        #expect(r.stderr == "adcache: warning: ad 'gone' failed: \(server.url("/gone.jpg")): HTTP 404\n")
+        let r = s.run(["fetch", "--retries", "0", server.url("/feed.json")])
+        #expect(r.status == code)
+        #expect(r.stdout == "\(1 + failing.count) ads: 1 ready (1 downloaded), \(failing.count) failed\n")
+        if failing.contains("gone") {
+            #expect(r.stderr.contains("adcache: warning: ad 'gone' failed: \(server.url("/gone.jpg")): HTTP 404\n"))
+        }
         let list = s.run(["list"])
         #expect(list.stdout.contains("failed"))
-        #expect(list.stdout.contains("HTTP 404"))
         #expect(s.run(["next"]).status == 0)
+        let json = try jsonObject(s.run(["fetch", "--json", "--retries", "0", server.url("/feed.json")]).stdout)
+        #expect(json["exitCode"] as? Int == Int(code))
     }
 
     @Test func skippedAdsWarnButDoNotChangeTheExitCode() throws {

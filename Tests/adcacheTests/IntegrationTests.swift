@@ -106,7 +106,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
              {"id":"gone","url":"\(packageRoot)/Examples/assets/missing.jpg"}]
             """)
         let r = s.run(["fetch", feed])
-        #expect(r.status == 75)
+        #expect(r.status == 65, "a missing file is a failure for good")
         return "2027-03-01T08:00:00Z"
     }
 

@@ -39,7 +39,7 @@ import Testing
 }
 
 @Suite struct TimeoutTests {
-    @Test func perTransferTimeout() throws {
+    @Test func aSilentServerTimesOut() throws {
         let s = Sandbox(); defer { s.remove() }
         let srv = try LoopbackServer { r in
             if r.path == "/feed.json" { return .text(200, #"[{"id":"slow","url":"slow.jpg"}]"#) }
@@ -51,6 +51,25 @@ import Testing
         let r = s.run(["fetch", "--timeout", "0.5", "--retries", "0", srv.url("/feed.json")])
         #expect(r.status == 75)
         #expect(r.stderr.contains("timed out"), "\(r.stderr)")
+    }
+
+    /// SPEC v2: --timeout is the longest stretch without a byte, not a cap on a transfer: a
+    /// download that takes three times --timeout finishes while it keeps moving.
+    @Test func aSlowButMovingDownloadFinishes() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let body = Media.jpeg(40_000)
+        let srv = try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, #"[{"id":"slow","url":"slow.jpg"}]"#) }
+            var resp = LoopbackServer.Response.file(body, for: r)
+            resp.dripChunk = 4_000
+            resp.dripPause = 0.3   // ten pauses: 3 s in all, never 1 s without a byte
+            return resp
+        }
+        defer { srv.stop() }
+        let started = monotonicNow()
+        let r = s.run(["fetch", "--timeout", "1", "--retries", "0", srv.url("/feed.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(monotonicNow() - started > 2, "the download took longer than --timeout")
     }
 }
 

@@ -397,6 +397,11 @@ extension AdRecord {
                     case "showsOnDay": r.showsOnDay = try s.optInt()
                     case "error": r.error = try s.optString()
                     case "weight": r.weight = try s.int()
+                    case "failures": r.failures = try s.optInt()
+                    case "failedFor": r.failedFor = try s.optString()
+                    case "retryAt": r.retryAt = try s.optDouble()
+                    case "failedEtag": r.failedEtag = try s.optString()
+                    case "failedLastModified": r.failedLastModified = try s.optString()
                     case "credit": r.credit = try s.optInt()
                     case "hours":
                         r.schedule.windows = []
@@ -451,7 +456,10 @@ extension AdRecord {
         {
             if let v, v < 0 { return "its \"\(name)\" (\(v)) is negative" }
         }
-        for (name, v) in [("start", start), ("expires", expires), ("lastShown", lastShown)] as [(String, Double?)] {
+        if let f = failures, !(1...64).contains(f) { return "its \"failures\" (\(f)) is out of range" }
+        for (name, v) in [("start", start), ("expires", expires), ("lastShown", lastShown), ("retryAt", retryAt)]
+            as [(String, Double?)]
+        {
             if let v, !Time.isSupported(v) { return "its \"\(name)\" is not a time between the years 0 and 9999" }
         }
         if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
@@ -482,6 +490,10 @@ extension AdRecord {
         w.field("expires", expires)
         w.field("file", file)
         w.field("fileMtime", fileMtime)
+        w.field("failedEtag", failedEtag)
+        w.field("failedFor", failedFor)
+        w.field("failedLastModified", failedLastModified)
+        w.field("failures", failures)
         w.field("fileSha256", fileSha256)
         if let hours = schedule.hoursText {
             w.key("hours")
@@ -506,6 +518,7 @@ extension AdRecord {
         w.field("minInterval", minInterval)
         w.field("placement", placement)
         w.field("priority", priority)
+        w.field("retryAt", retryAt)
         w.field("sha256", sha256)
         w.field("showDay", showDay)
         w.field("shows", shows)

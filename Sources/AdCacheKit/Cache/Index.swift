@@ -54,6 +54,14 @@ struct AdRecord: Equatable, Sendable {
     var credit: Int64?
     /// When in the local week it may be shown.
     var schedule = Schedule()
+    /// Failures for good in a row of this asset (`failedFor`: what they were against), and
+    /// when it may be tried again; the validators of the failed response, to ask
+    /// conditionally then.
+    var failures: Int64?
+    var failedFor: String?
+    var retryAt: Double?
+    var failedEtag: String?
+    var failedLastModified: String?
 
     init(ad: FeedAd) {
         id = ad.id
@@ -91,6 +99,15 @@ struct AdRecord: Equatable, Sendable {
         meta = ad.meta
         weight = ad.weight
         schedule = ad.schedule
+    }
+
+    /// Forgets an earlier failure for good (the asset now downloaded, or changed).
+    mutating func forgetFailure() {
+        failures = nil
+        failedFor = nil
+        retryAt = nil
+        failedEtag = nil
+        failedLastModified = nil
     }
 
     /// Drops what described the cached file (it is gone or no longer this ad's).

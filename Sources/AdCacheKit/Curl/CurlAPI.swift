@@ -35,7 +35,8 @@ struct CurlAPI: @unchecked Sendable {
     #if os(macOS)
         static let libraryNames = ["libcurl.4.dylib", "libcurl.dylib"]
     #else
-        static let libraryNames = ["libcurl.so.4", "libcurl.so"]
+        /// OpenSSL's build (Debian's libcurl4), else GnuTLS's (libcurl3-gnutls), else any.
+        static let libraryNames = ["libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"]
     #endif
 
     /// The loaded library, or why it could not be loaded.
@@ -48,6 +49,7 @@ struct CurlAPI: @unchecked Sendable {
             }
             do {
                 let api = try CurlAPI(lib)
+                try api.checkVersion()
                 let globalInit: @convention(c) (Int) -> CURLcode = try symbol(lib, "curl_global_init")
                 guard globalInit(Int(CURL_GLOBAL_ALL)) == CURLE_OK else {
                     return .failure(.libraryMissing("curl_global_init failed"))
@@ -59,7 +61,10 @@ struct CurlAPI: @unchecked Sendable {
                 return .failure(.libraryMissing("\(error)"))
             }
         }
-        return .failure(.libraryMissing("cannot load libcurl (\(libraryNames[0])): \(lastError); install libcurl4"))
+        return .failure(
+            .libraryMissing(
+                "cannot load libcurl (\(libraryNames[0]) or \(libraryNames[1])): \(lastError); install the Debian package libcurl4 (or libcurl3-gnutls)"
+            ))
     }()
 
     private init(_ lib: UnsafeMutableRawPointer) throws {
@@ -98,6 +103,23 @@ struct CurlAPI: @unchecked Sendable {
 
     private static func symbol<T>(_ lib: UnsafeMutableRawPointer, _ name: String) throws -> T {
         unsafeBitCast(try raw(lib, name), to: T.self)
+    }
+
+    /// The oldest libcurl whose protocol and redirect restrictions adcache relies on
+    /// (Ubuntu 20.04, Debian 11): 7.68.0.
+    static let minimumVersion: UInt32 = 0x07_44_00
+
+    /// Refuses a libcurl older than `minimumVersion`.
+    func checkVersion() throws {
+        guard let info = versionInfo(adc_version_now()) else { return }
+        try Self.check(versionNumber: info.pointee.version_num, text: version)
+    }
+
+    static func check(versionNumber: UInt32, text: String) throws {
+        guard versionNumber >= minimumVersion else {
+            throw AdCacheError.libraryMissing(
+                "libcurl \(text) is too old (7.68 or later is needed); install a newer libcurl4 (or libcurl3-gnutls)")
+        }
     }
 
     /// "7.88.1".

@@ -27,6 +27,12 @@ final class EasyTransfer {
     private var writingBody = false
     /// Bytes received in this attempt (all bodies), for the progress line.
     private(set) var received: Int64 = 0
+    /// The first option libcurl refused: the transfer must not run without it.
+    private(set) var refusedOption: String?
+    /// When the last byte (or the start) came, on the monotonic clock: `--timeout` is the
+    /// longest stretch without one.
+    private var lastByteAt = monotonicNow()
+    private let idleTimeout: Double
 
     init?(api: CurlAPI, request: TransferRequest, index: Int, attempt: Int, settings: TransferSettings) {
         guard let h = api.easyInit() else { return nil }
@@ -35,6 +41,7 @@ final class EasyTransfer {
         self.request = request
         self.index = index
         self.attempt = attempt
+        idleTimeout = settings.timeout
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         configure(settings)
     }
@@ -46,28 +53,60 @@ final class EasyTransfer {
         errorBuffer.deallocate()
     }
 
-    private func set(_ o: CURLoption, _ v: Int) { adc_easy_setopt_long(api.setopt, handle, o, v) }
-    private func set(_ o: CURLoption, _ v: String) { adc_easy_setopt_string(api.setopt, handle, o, v) }
+    /// Every option is checked (SPEC §6): the first that libcurl refuses is remembered, and
+    /// the engine fails the transfer instead of running it without that option.
+    private func checked(_ code: CURLcode, _ name: String) {
+        guard code != CURLE_OK, refusedOption == nil else { return }
+        let why = api.easyStrerror(code).map { String(cString: $0) } ?? "error \(code.rawValue)"
+        refusedOption = "libcurl \(api.version) refused \(name): \(why)"
+    }
+
+    private func set(_ o: CURLoption, _ v: Int, _ name: String) {
+        checked(rejected(o) ?? adc_easy_setopt_long(api.setopt, handle, o, v), name)
+    }
+
+    private func set(_ o: CURLoption, _ v: String, _ name: String) {
+        checked(rejected(o) ?? adc_easy_setopt_string(api.setopt, handle, o, v), name)
+    }
+
+    /// Tests make libcurl refuse an option (`TransferSettings.refuseOption`).
+    private var refuse: CURLoption?
+    private func rejected(_ o: CURLoption) -> CURLcode? { o == refuse ? CURLE_UNKNOWN_OPTION : nil }
+
+    /// `CURLOPT_PROTOCOLS` and `CURLOPT_REDIR_PROTOCOLS`: the bitmask forms every libcurl
+    /// honours (the `_STR` forms exist only from 7.85, and an older one ignores them).
+    static let protocolsOption = CURLoption(rawValue: 181)
+    static let redirectProtocolsOption = CURLoption(rawValue: 182)
 
     private func configure(_ s: TransferSettings) {
-        set(CURLOPT_URL, request.url)
-        set(CURLOPT_NOSIGNAL, 1)
-        set(CURLOPT_FOLLOWLOCATION, 1)
-        set(CURLOPT_MAXREDIRS, s.maxRedirects)
-        let protocols = request.allowFile ? "file" : "http,https"
-        set(CURLOPT_PROTOCOLS_STR, protocols)
-        set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        set(CURLOPT_SSL_VERIFYPEER, 1)
-        set(CURLOPT_SSL_VERIFYHOST, 2)
-        if let ca = s.caFile { set(CURLOPT_CAINFO, ca) }
-        set(CURLOPT_USERAGENT, s.userAgent ?? defaultUserAgent())
-        set(CURLOPT_TIMEOUT_MS, Int(s.timeout * 1000))
-        set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(s.timeout, 30) * 1000))
-        set(CURLOPT_LOW_SPEED_LIMIT, s.stallBytesPerSecond)
-        set(CURLOPT_LOW_SPEED_TIME, s.stallSeconds)
-        adc_easy_setopt_offt(api.setopt, handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBytes))
-        adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer)
-        if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "") }
+        refuse = s.refuseOption
+        set(CURLOPT_URL, request.url, "CURLOPT_URL")
+        set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
+        set(CURLOPT_FOLLOWLOCATION, request.followRedirects ? 1 : 0, "CURLOPT_FOLLOWLOCATION")
+        set(CURLOPT_MAXREDIRS, s.maxRedirects, "CURLOPT_MAXREDIRS")
+        let web = Int(CURLPROTO_HTTP) | Int(CURLPROTO_HTTPS)
+        set(Self.protocolsOption, request.allowFile ? Int(CURLPROTO_FILE) : web, "CURLOPT_PROTOCOLS")
+        set(Self.redirectProtocolsOption, web, "CURLOPT_REDIR_PROTOCOLS")
+        set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
+        set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
+        if let ca = s.caFile { set(CURLOPT_CAINFO, ca, "CURLOPT_CAINFO") }
+        set(CURLOPT_USERAGENT, s.userAgent ?? defaultUserAgent(), "CURLOPT_USERAGENT")
+        // --timeout bounds the connection and the longest stretch without a byte (the
+        // progress callback below), never a whole transfer: a big file on a slow link
+        // finishes as long as it keeps moving.
+        set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(s.timeout, 86400) * 1000), "CURLOPT_CONNECTTIMEOUT_MS")
+        set(CURLOPT_LOW_SPEED_LIMIT, s.stallBytesPerSecond, "CURLOPT_LOW_SPEED_LIMIT")
+        set(CURLOPT_LOW_SPEED_TIME, s.stallSeconds, "CURLOPT_LOW_SPEED_TIME")
+        checked(
+            adc_easy_setopt_offt(api.setopt, handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBytes)),
+            "CURLOPT_MAXFILESIZE_LARGE")
+        if let rate = s.maxReceiveSpeed {
+            checked(
+                adc_easy_setopt_offt(api.setopt, handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(max(1, rate))),
+                "CURLOPT_MAX_RECV_SPEED_LARGE")
+        }
+        checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
+        if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "", "CURLOPT_ACCEPT_ENCODING") }
 
         var headers = request.headers
         if let etag = request.ifNoneMatch { headers.append("If-None-Match: \(etag)") }
@@ -75,31 +114,54 @@ final class EasyTransfer {
         if case .file(let partial) = request.destination, !request.allowFile, let resume = partial.resumePoint() {
             // Resume what an earlier attempt left, when we know which version it holds.
             resumeOffset = resume.offset
-            set(CURLOPT_RANGE, "\(resume.offset)-")
+            set(CURLOPT_RANGE, "\(resume.offset)-", "CURLOPT_RANGE")
             headers.append("If-Range: \(resume.validator)")
         }
         for line in headers { headerList = api.slistAppend(headerList, line) }
-        if headerList != nil { adc_easy_setopt_slist(api.setopt, handle, CURLOPT_HTTPHEADER, headerList) }
+        if headerList != nil {
+            checked(adc_easy_setopt_slist(api.setopt, handle, CURLOPT_HTTPHEADER, headerList), "CURLOPT_HTTPHEADER")
+        }
 
         let me = Unmanaged.passUnretained(self).toOpaque()
-        adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_WRITEDATA, me)
-        adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_WRITEFUNCTION) { ptr, size, count, userdata in
+        checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_WRITEDATA, me), "CURLOPT_WRITEDATA")
+        let write = adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_WRITEFUNCTION) {
+            ptr, size, count, userdata in
             guard let userdata, let ptr else { return 0 }
             let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
             return t.bodyReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
         }
-        adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_HEADERDATA, me)
-        adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_HEADERFUNCTION) { ptr, size, count, userdata in
+        checked(write, "CURLOPT_WRITEFUNCTION")
+        checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_HEADERDATA, me), "CURLOPT_HEADERDATA")
+        let header = adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_HEADERFUNCTION) {
+            ptr, size, count, userdata in
             guard let userdata, let ptr else { return 0 }
             let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
             t.headerReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
             return size * count
         }
+        checked(header, "CURLOPT_HEADERFUNCTION")
+        checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_XFERINFODATA, me), "CURLOPT_XFERINFODATA")
+        let progress = adc_easy_setopt_xferinfo_callback(api.setopt, handle, CURLOPT_XFERINFOFUNCTION) {
+            userdata, _, _, _, _ in
+            guard let userdata else { return 0 }
+            return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().idleCheck()
+        }
+        checked(progress, "CURLOPT_XFERINFOFUNCTION")
+        set(CURLOPT_NOPROGRESS, 0, "CURLOPT_NOPROGRESS")
+    }
+
+    /// Called by libcurl about once a second and whenever data moves: aborts a transfer that
+    /// went `--timeout` seconds without a byte.
+    private func idleCheck() -> Int32 {
+        guard monotonicNow() - lastByteAt > idleTimeout else { return 0 }
+        failure = .timedOut
+        return 1
     }
 
     // MARK: Callbacks
 
     private func headerReceived(_ line: UnsafeRawBufferPointer) {
+        lastByteAt = monotonicNow()
         let text = String(decoding: line, as: UTF8.self)
         if text.hasPrefix("HTTP/") {
             response.headers = [:]   // a new response (after a redirect or 100 Continue)
@@ -118,6 +180,7 @@ final class EasyTransfer {
     }
 
     private func bodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
+        lastByteAt = monotonicNow()
         received += Int64(bytes.count)
         if !bodyStarted {
             bodyStarted = true
@@ -206,6 +269,10 @@ final class EasyTransfer {
     func finish(_ code: CURLcode) -> TransferResponse {
         response.status = statusCode
         response.attempts = attempt + 1
+        var retryAfter: curl_off_t = 0
+        if adc_easy_getinfo_offt(api.getinfo, handle, CURLINFO_RETRY_AFTER, &retryAfter) == CURLE_OK, retryAfter > 0 {
+            response.retryAfter = Double(retryAfter)
+        }
         var urlPointer: UnsafeMutablePointer<CChar>?
         adc_easy_getinfo_string(api.getinfo, handle, CURLINFO_EFFECTIVE_URL, &urlPointer)
         response.effectiveURL = urlPointer.map { String(cString: $0) } ?? request.url

@@ -1,3 +1,5 @@
+import CCurl
+
 /// What one HTTP (or local `file:`) transfer asks for. Built by the fetch layer; carried out
 /// by `TransferEngine`, the only code that talks to libcurl.
 struct TransferRequest: Sendable {
@@ -19,6 +21,9 @@ struct TransferRequest: Sendable {
     var allowFile = false
     /// Ask for gzip/deflate (the feed; never assets, whose bytes are hashed as sent).
     var acceptCompressed = false
+    /// Follow redirects (up to `maxRedirects`); the feed with custom headers follows them
+    /// itself, to drop the headers at another origin.
+    var followRedirects = true
 
     init(url: String, destination: Destination, maxBytes: Int64) {
         self.url = url
@@ -29,8 +34,13 @@ struct TransferRequest: Sendable {
 
 /// Settings every transfer of a run shares.
 struct TransferSettings: Sendable {
-    /// Per transfer, seconds.
-    var timeout: Double = 60
+    /// Seconds: the connect time, and the longest stretch without a byte.
+    var timeout: Double = 30
+    /// At most this many bytes per second, for each transfer (the run's budget divided
+    /// among the parallel ones).
+    var maxReceiveSpeed: Int64?
+    /// Tests: make libcurl refuse this option, as an old one would.
+    var refuseOption: CURLoption?
     /// Nil is `adcache/<version> libcurl/<version>`.
     var userAgent: String?
     var caFile: String?
@@ -42,8 +52,9 @@ struct TransferSettings: Sendable {
     var retries = 2
     /// The first back-off, doubled on each retry, with jitter.
     var retryBaseDelay: Double = 1
-    /// The longest `Retry-After` honoured.
-    var maxRetryAfter: Double = 60
+    /// The longest single wait before a retry (SPEC §4: five minutes): the back-off stops
+    /// growing there, and a longer `Retry-After` ends the transfer's attempts for this run.
+    var maxWait: Double = 300
     /// On the monotonic clock (`monotonicNow()`); nil is no deadline.
     var deadline: Double?
 
@@ -64,6 +75,8 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case refusedScheme(String)
     case writeFailed(String, errno: Int32)
     case deadline
+    /// libcurl refused an option the transfer needs.
+    case libcurlRefused(String)
     case other(String)
 
     var description: String {
@@ -80,6 +93,7 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case .refusedScheme(let t): return "refused: \(t)"
         case .writeFailed(let t, _): return "cannot write: \(t)"
         case .deadline: return "abandoned at the deadline"
+        case .libcurlRefused(let t): return t
         case .other(let t): return t
         }
     }
@@ -112,6 +126,8 @@ struct TransferResponse: Sendable {
     var resumed = false
     /// Body bytes received in this run.
     var bytesReceived: Int64 = 0
+    /// The server's `Retry-After`, in seconds from now (libcurl parses both forms).
+    var retryAfter: Double?
     var attempts = 0
     var error: TransferError?
 

@@ -91,6 +91,14 @@ final class TransferEngine {
                     complete(w.index, r)
                     continue
                 }
+                if let refused = t.refusedOption {
+                    // Never run a transfer without an option it needs (a protocol restriction
+                    // that an old libcurl ignored would let a redirect reach ftp:// or file://).
+                    var r = TransferResponse()
+                    r.error = .libcurlRefused(refused)
+                    complete(w.index, r)
+                    continue
+                }
                 active[t.handle] = t
                 _ = api.multiAdd(multi, t.handle)
             }
@@ -136,8 +144,9 @@ final class TransferEngine {
     }
 
     /// When to try again, or nil to give up: transient failures only, within `retries`,
-    /// exponential back-off with jitter, `Retry-After` honoured up to `maxRetryAfter`,
-    /// never past the deadline. A 416 to a resume starts over at once.
+    /// exponential back-off with jitter up to `maxWait`, `Retry-After` honoured (one longer
+    /// than `maxWait` gives up for this run), never past the deadline. A 416 to a resume
+    /// starts over at once.
     func retryDelay(_ r: TransferResponse, attempt: Int, request: TransferRequest) -> Double? {
         guard let error = r.error else { return nil }
         if case .httpStatus(416) = error, case .file(let partial) = request.destination, attempt == 0 {
@@ -145,23 +154,13 @@ final class TransferEngine {
             return 0
         }
         guard error.isTransient, attempt < settings.retries else { return nil }
-        var delay = settings.retryBaseDelay * pow(2, Double(attempt)) * Double.random(in: 0.5...1.5)
-        if let header = r.headers["retry-after"], let after = Self.parseRetryAfter(header) {
-            delay = max(delay, min(after, settings.maxRetryAfter))
+        var delay = min(settings.maxWait, settings.retryBaseDelay * pow(2, Double(min(attempt, 30))))
+        delay *= Double.random(in: 0.5...1.0)
+        if let after = r.retryAfter {
+            guard after <= settings.maxWait else { return nil }
+            delay = max(delay, after)
         }
         if let deadline = settings.deadline, monotonicNow() + delay >= deadline { return nil }
         return delay
-    }
-
-    /// `Retry-After`: delay-seconds or an HTTP-date.
-    static func parseRetryAfter(_ value: String) -> Double? {
-        let v = value.trimmingCharacters(in: .whitespaces)
-        if let s = Int(v) { return Double(max(0, s)) }
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = f.date(from: v) else { return nil }
-        return max(0, date.timeIntervalSinceNow)
     }
 }

@@ -42,10 +42,12 @@ final class Fetcher {
         _ = try CurlAPI.shared.get()
         _ = try CryptoAPI.shared.get()
         if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
+        // One budget for the run, shared by the transfers that run at once.
+        if let rate = options.limitRate { options.transfer.maxReceiveSpeed = max(1, rate / Int64(options.parallel)) }
         if options.jitter > 0 {
             var pause = Double.random(in: 0...options.jitter)
             if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
-            usleep(useconds_t(pause * 1_000_000))
+            Thread.sleep(forTimeInterval: pause)
         }
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
@@ -80,7 +82,9 @@ final class Fetcher {
         let results = try fetchAssets(feed.ads, cached: before)
         for ad in feed.ads {
             let r = results[ad.id] ?? AssetResult(outcome: .failed, error: "not attempted")
-            report.ads.append(.init(id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error))
+            report.ads.append(
+                .init(
+                    id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error, transient: r.transient))
         }
 
         // Every new file's data reaches the disk before the index names it.
@@ -99,8 +103,6 @@ final class Fetcher {
         if let diskError = results.values.compactMap(\.ioError).first, case .io = diskError {
             throw diskError
         }
-        let incomplete = report.ads.contains { $0.outcome == .failed || $0.outcome == .pending }
-        report.isComplete = !incomplete
         return report
     }
 
@@ -168,6 +170,7 @@ final class Fetcher {
             var response = TransferResponse()
             TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
             if let error = response.error {
+                if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
                 throw AdCacheError.feedUnreachable("cannot fetch the feed \(url): \(error)")
             }
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
@@ -200,8 +203,24 @@ final class Fetcher {
         var lastModified: String?
         var type: AdType?
         var error: String?
+        /// For a failure: worth trying again in the next run (network, 5xx, a short body…);
+        /// false for a failure for good (4xx, invalid content, too large, a wrong sha256).
+        var transient = false
+        /// The validators of a response that failed for good, for a conditional retry.
+        var failedEtag: String?
+        var failedLastModified: String?
+        /// Not attempted: waiting out the back-off of an earlier failure for good.
+        var waiting = false
         /// Set when the local disk failed (full, I/O error): the run exits 74.
         var ioError: AdCacheError?
+
+        static func failedForGood(_ message: String, etag: String? = nil, lastModified: String? = nil) -> AssetResult {
+            AssetResult(outcome: .failed, error: message, failedEtag: etag, failedLastModified: lastModified)
+        }
+
+        static func failedForNow(_ message: String) -> AssetResult {
+            AssetResult(outcome: .failed, error: message, transient: true)
+        }
     }
 
     /// One download (ads that share a URL share it).
@@ -210,6 +229,14 @@ final class Fetcher {
         var ads: [FeedAd]
         var cached: AdRecord?
         var request: TransferRequest
+        /// Retrying a version that failed for good, conditionally: its error, for a 304.
+        var retryingFailure: String?
+    }
+
+    /// What a failure for good is remembered against: the ad's asset as the feed describes
+    /// it and the run's size cap. While these stay the same, it is retried with a back-off.
+    func failureKey(_ ad: FeedAd) -> String {
+        "\(ad.url)|\(ad.sha256 ?? "")|\(ad.type?.rawValue ?? "")|\(options.maxAssetSize)"
     }
 
     private func fetchAssets(_ ads: [FeedAd], cached index: CacheIndex) throws -> [String: AssetResult] {
@@ -252,34 +279,43 @@ final class Fetcher {
                 results[ad.id] = reused
                 continue
             }
+            // Failed for good before, and nothing it depends on changed: wait out the back-off.
+            var retrying: String?
+            if let known = byID[ad.id], known.failedFor == failureKey(ad), let until = known.retryAt {
+                guard t >= until else {
+                    let wait = Fetcher.span(until - t)
+                    var r = AssetResult.failedForGood(
+                        (known.error ?? "\(ad.url): failed") + " (not retried for \(wait))")
+                    r.waiting = true
+                    results[ad.id] = r
+                    continue
+                }
+                retrying = known.error
+            }
             let hash = try SHA256Hasher.hex(ad.url)
             var request = TransferRequest(
                 url: ad.url, destination: .file(PartialDownload(path: store.partialDirectory + "/\(hash).part")),
                 maxBytes: options.maxAssetSize)
             request.allowFile = ad.url.hasPrefix("file:")
-            if let cached, ad.sha256 == nil {   // a feed sha256 that differs means the file is stale
+            if let known = byID[ad.id], retrying != nil, known.failedEtag != nil || known.failedLastModified != nil {
+                // The version that failed carried validators: a 304 costs no body.
+                request.ifNoneMatch = known.failedEtag
+                request.ifModifiedSince = request.allowFile ? nil : known.failedLastModified
+            } else if let cached, ad.sha256 == nil {   // a feed sha256 that differs means the file is stale
+                retrying = nil
                 request.ifNoneMatch = cached.etag
                 request.ifModifiedSince = request.allowFile ? nil : cached.lastModified
+            } else {
+                retrying = nil
             }
             jobByURL[ad.url] = jobs.count
-            jobs.append(Job(url: ad.url, ads: [ad], cached: cached, request: request))
+            jobs.append(Job(url: ad.url, ads: [ad], cached: cached, request: request, retryingFailure: retrying))
         }
 
         let engine = TransferEngine(settings: options.transfer)
         engine.onProgress = onProgress
         engine.run(jobs.map(\.request)) { i, response in
-            let result = finishAsset(jobs[i], response)
-            for ad in jobs[i].ads { results[ad.id] = result }
-        }
-        // Ads whose URL another ad downloaded still need their own type check.
-        for job in jobs where job.ads.count > 1 {
-            for ad in job.ads.dropFirst() {
-                if var r = results[ad.id], let type = ad.type, let got = r.type, type != got, r.file != nil {
-                    r = AssetResult(
-                        outcome: .failed, error: "the file is \(got.rawValue), but the ad says \(type.rawValue)")
-                    results[ad.id] = r
-                }
-            }
+            results.merge(finishAsset(jobs[i], response)) { _, new in new }
         }
         return results
     }
@@ -327,70 +363,113 @@ final class Fetcher {
         return "mtime \(date.timeIntervalSince1970) size \(size.int64Value)"
     }
 
-    /// Validates a finished download and moves it into `assets/`.
-    private func finishAsset(_ job: Job, _ response: TransferResponse) -> AssetResult {
-        let ad = job.ads[0]
-        guard case .file(let partial) = job.request.destination else {
-            return AssetResult(outcome: .failed, error: "\(ad.url): not streamed to a file")
+    /// Validates a finished download against each ad that wants it (their own `sha256` and
+    /// `type`) and moves it into `assets/` under a new name when one accepts it.
+    private func finishAsset(_ job: Job, _ response: TransferResponse) -> [String: AssetResult] {
+        let url = job.url
+        func all(_ r: AssetResult) -> [String: AssetResult] {
+            Dictionary(job.ads.map { ($0.id, r) }, uniquingKeysWith: { a, _ in a })
         }
-        func failed(_ message: String, keepPartial: Bool = false) -> AssetResult {
-            if keepPartial { partial.keepIfResumable() } else { partial.discard() }
-            return AssetResult(outcome: .failed, error: message)
+        guard case .file(let partial) = job.request.destination else {
+            return all(.failedForGood("\(url): not streamed to a file"))
+        }
+        let validators = (response.headers["etag"], response.headers["last-modified"])
+        func forGood(_ message: String) -> AssetResult {
+            .failedForGood(message, etag: validators.0, lastModified: validators.1)
         }
         if let error = response.error {
             if error == .deadline {
-                return AssetResult(outcome: .pending, error: "not downloaded before the deadline")
+                return all(AssetResult(outcome: .pending, error: "not downloaded before the deadline"))
             }
             if case .writeFailed(let text, let code) = error {
                 // The disk, not the network: the partial file goes, and the run ends in 74.
-                var r = failed("cannot write \(partial.path): \(text)")
+                partial.discard()
+                var r = AssetResult.failedForNow("cannot write \(partial.path): \(text)")
                 r.ioError = FileIO.writeError("cannot write \(partial.path)", code)
-                return r
+                return all(r)
             }
-            return failed("\(ad.url): \(error)", keepPartial: true)
+            if error.isTransient {
+                partial.keepIfResumable()
+                return all(.failedForNow("\(url): \(error)"))
+            }
+            partial.discard()   // never keep what failed for good (an over-cap partial included)
+            return all(forGood("\(url): \(error)"))
         }
-        if response.notModified, let c = job.cached {
-            return AssetResult(
-                outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
-                etag: response.headers["etag"] ?? c.etag,
-                lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
+        if response.notModified {
+            if let c = job.cached, job.retryingFailure == nil {
+                return all(
+                    AssetResult(
+                        outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime,
+                        fileSha256: c.fileSha256, etag: response.headers["etag"] ?? c.etag,
+                        lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type))
+            }
+            // Asked with the validators of a version that failed: it is still that version.
+            return all(forGood(job.retryingFailure ?? "\(url): unchanged since it failed"))
         }
-        if let announced = response.headers["content-length"].flatMap(Int64.init), !response.resumed,
-            announced != response.fileBytes, !job.request.allowFile
-        {
-            return failed("\(ad.url): received \(response.fileBytes) bytes of the \(announced) announced")
-        }
-        if let sha = ad.sha256, response.fileSha256 != sha {
-            return failed("\(ad.url): the file's SHA-256 does not match the feed's sha256")
+        if let announced = Self.announcedTotal(response), announced != response.fileBytes, !job.request.allowFile {
+            // Shorter: the connection ended early (resumable); longer: start over.
+            if response.fileBytes < announced { partial.keepIfResumable() } else { partial.discard() }
+            return all(.failedForNow("\(url): received \(response.fileBytes) bytes of the \(announced) announced"))
         }
         guard let format = MediaFormat.sniff(response.fileHead) else {
+            partial.discard()
             let what = response.headers["content-type"].map { " (served as \($0))" } ?? ""
-            return failed(
-                "\(ad.url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM"
-            )
+            return all(
+                forGood(
+                    "\(url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM"
+                ))
         }
-        // The type: the feed's (or the URL extension's), else the Content-Type's; the first
-        // bytes must agree with it.
-        if let type = ad.type ?? response.headers["content-type"].flatMap(MediaFormat.type(forContentType:)),
-            type != format.type
-        {
-            let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
-            return failed(
-                "\(ad.url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
+        // Each ad checks the bytes against its own sha256 and type: the feed's (or the URL
+        // extension's), else the Content-Type's; the first bytes must agree with it.
+        var results: [String: AssetResult] = [:]
+        var accepted: [FeedAd] = []
+        let served = response.headers["content-type"].flatMap(MediaFormat.type(forContentType:))
+        for ad in job.ads {
+            if let sha = ad.sha256, response.fileSha256 != sha {
+                results[ad.id] = forGood("\(url): the file's SHA-256 does not match the feed's sha256")
+            } else if let type = ad.type ?? served, type != format.type {
+                let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
+                results[ad.id] = forGood(
+                    "\(url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
+            } else {
+                accepted.append(ad)
+            }
         }
-        guard let name = try? AssetName.make(url: ad.url, format: format) else {
-            return failed("\(ad.url): cannot name the file (libcrypto)")
+        guard !accepted.isEmpty else {
+            partial.discard()
+            return results
+        }
+        guard let name = try? AssetName.make(url: url, format: format) else {
+            partial.discard()
+            return results.merging(all(.failedForNow("\(url): cannot name the file (libcrypto)"))) { a, _ in a }
         }
         let target = store.assetPath(name)
         guard partial.commit(to: target) else {
-            return failed("cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
+            let e = AssetResult.failedForNow(
+                "cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
+            partial.discard()
+            return results.merging(all(e)) { a, _ in a }
         }
         let stamp = FileIO.stamp(target)
-        let lastModified = job.request.allowFile ? localStamp(ad.url) : response.headers["last-modified"]
-        return AssetResult(
+        let lastModified = job.request.allowFile ? localStamp(url) : response.headers["last-modified"]
+        let done = AssetResult(
             outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
             fileMtime: stamp?.mtime, fileSha256: response.fileSha256, etag: response.headers["etag"],
             lastModified: lastModified, type: format.type)
+        for ad in accepted { results[ad.id] = done }
+        return results
+    }
+
+    /// The whole file's length as the server announced it: the total of a `Content-Range`
+    /// (a resumed 206), else the `Content-Length` of a 200.
+    static func announcedTotal(_ response: TransferResponse) -> Int64? {
+        if response.resumed {
+            guard let range = response.headers["content-range"], let slash = range.lastIndex(of: "/") else {
+                return nil
+            }
+            return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+        }
+        return response.headers["content-length"].flatMap(Int64.init)
     }
 
     // MARK: The commit
@@ -407,7 +486,7 @@ final class Fetcher {
             for ad in ads {
                 var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad)
                 record.apply(ad)
-                if let r = results[ad.id] { record.take(r) }
+                if let r = results[ad.id] { record.take(r, at: now(), failureKey: failureKey(ad)) }
                 merged.append(record)
             }
             for var gone in index.ads where byID[gone.id] != nil {
@@ -426,7 +505,7 @@ final class Fetcher {
 
 extension AdRecord {
     /// Records what the fetch found for this ad's asset.
-    mutating func take(_ r: Fetcher.AssetResult) {
+    mutating func take(_ r: Fetcher.AssetResult, at t: Double, failureKey: String) {
         switch r.outcome {
         case .downloaded, .resumed, .unchanged:
             state = .ready
@@ -438,10 +517,21 @@ extension AdRecord {
             lastModified = r.lastModified
             if let t = r.type { type = t }
             error = nil
+            forgetFailure()
         case .failed:
+            guard !r.waiting else { return }   // nothing was tried: nothing changes
             // A file we already have stays usable (offline first); the error is noted.
             if state != .ready { state = .failed }
             error = r.error
+            if !r.transient, r.ioError == nil {
+                // Failed for good: not again on every run (SPEC §4), but after 30 minutes,
+                // doubling up to a day, while the ad's asset and the size cap stay the same.
+                failures = failedFor == failureKey ? min((failures ?? 0) + 1, 64) : 1
+                failedFor = failureKey
+                retryAt = t + min(1800 * pow(2, Double(failures! - 1)), 86400)
+                failedEtag = r.failedEtag ?? failedEtag
+                failedLastModified = r.failedLastModified ?? failedLastModified
+            }
         case .pending:
             if state != .ready { state = .pending }
         case .expired, .exhausted:

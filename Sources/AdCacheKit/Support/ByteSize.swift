@@ -1,9 +1,19 @@
 import Foundation
 
-/// SIZE on the command line: bytes, optionally with K, M or G (powers of 1024).
+/// SIZE on the command line: bytes, optionally with K, M or G (powers of 1024), and a
+/// trailing `B` or `iB` in either case (`300MB`, `300MiB`, `10kb`).
 public enum ByteSize {
     public static func parse(_ text: String) -> Int64? {
         var digits = Substring(text)
+        for unit in ["ib", "b"] where digits.count > unit.count && digits.lowercased().hasSuffix(unit) {
+            let rest = digits.dropLast(unit.count)
+            // "B" alone means bytes; "iB" needs a K, M or G before it.
+            if unit == "b" || "kmgKMG".contains(rest.last ?? " ") {
+                digits = rest
+                break
+            }
+            return nil
+        }
         var scale: Int64 = 1
         switch digits.last {
         case "k", "K": scale = 1 << 10

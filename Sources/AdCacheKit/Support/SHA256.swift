@@ -19,7 +19,8 @@ struct CryptoAPI: @unchecked Sendable {
     #if os(macOS)
         static let libraryNames = ["libcrypto.3.dylib", "libcrypto.dylib"]
     #else
-        static let libraryNames = ["libcrypto.so.3", "libcrypto.so"]
+        /// OpenSSL 3 (Debian 12), else 1.1 (Debian 11, Ubuntu 20.04), else any.
+        static let libraryNames = ["libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"]
     #endif
 
     /// The loaded library, or why it could not be loaded (SPEC §6: AdCacheKit never ends
@@ -42,7 +43,10 @@ struct CryptoAPI: @unchecked Sendable {
                     CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f))
             }
         }
-        return .failure(.libraryMissing("cannot load libcrypto (\(libraryNames[0])); install libssl3"))
+        return .failure(
+            .libraryMissing(
+                "cannot load libcrypto (\(libraryNames[0]) or \(libraryNames[1])); install the Debian package libssl3 (or libssl1.1)"
+            ))
     }()
 }
 
