@@ -55,7 +55,8 @@ final class FetchHarness: @unchecked Sendable {
     /// The facade on this cache.
     var cache: AdCache { AdCache(.init(directory: store.directory)) }
 
-    func fetch(_ configure: (inout FetchOptions) -> Void = { _ in }) throws -> FetchReport {
+    /// A fetch, its device clock reading `at` when given.
+    func fetch(at: Double? = nil, _ configure: (inout FetchOptions) -> Void = { _ in }) throws -> FetchReport {
         var o = FetchOptions()
         o.feed = server.url("/feed.json")
         o.transfer.retryBaseDelay = 0.05
@@ -65,6 +66,7 @@ final class FetchHarness: @unchecked Sendable {
             warn: { [weak self] w in
                 self?.lock.lock(); self?.warnings.append(w.message); self?.lock.unlock()
             })
+        if let at { fetcher.clock = .device { Date(timeIntervalSince1970: at) } }
         return try fetcher.run()
     }
 
@@ -269,6 +271,83 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.ads[0].error?.contains("larger than the limit") == true)
         #expect(report.ads[1].error?.contains("larger than the limit") == true)
         #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+        // Chunked, over the cap, with validators: still never kept in partial/ (outside
+        // --max-size's reach), and not asked for again before its back-off.
+        h.setOverride { r in
+            guard r.path == "/chunked.jpg" else { return nil }
+            var resp = LoopbackServer.Response(status: 200, headers: [("ETag", "\"c\"")], body: Media.jpeg(50_000))
+            resp.noContentLength = true
+            return resp
+        }
+        _ = try h.fetch { $0.maxAssetSize = 10_000 }
+        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+    }
+
+    /// SPEC v2: an asset that failed for good is not downloaded again on every run (a wrong
+    /// sha256 cost its full size every 30 minutes), but after 30 minutes, doubling to a day,
+    /// conditionally; a change to the ad's url, sha256 or type retries it at once.
+    /// A file restored from a backup (same bytes, new mtime) is hashed again, not downloaded.
+    @Test func aTouchedFileIsRehashedNotDownloaded() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg(20_000))
+        h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
+        _ = try h.fetch()
+        let file = try #require(try h.index().ads[0].file)
+        var times = [timespec(tv_sec: 1_700_000_000, tv_nsec: 0), timespec(tv_sec: 1_700_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, h.store.assetPath(file), &times, 0) == 0)
+        #expect(try h.cache.list()[0].state == .missing, "until a fetch has looked")
+        let again = try h.fetch()
+        #expect(again.ads[0].outcome == .unchanged)
+        #expect(h.server.requests(to: "/a.jpg").filter { $0.header("If-None-Match") == nil }.count == 1)
+        #expect(try h.cache.list()[0].state == .ready)
+    }
+
+    /// After a 304 for the feed, a sniffed type is not taken for the feed's: a server may
+    /// swap an image for a video at one URL (version 1 refused it).
+    @Test func aSniffedTypeIsNotMistakenForADeclaredOne() throws {
+        let h = try FetchHarness()
+        h.put("/clip", Media.jpeg())
+        h.feed(#"[{"id":"a","url":"clip"}]"#)
+        _ = try h.fetch()
+        #expect(try h.index().ads[0].type == .image)
+        h.put("/clip", Media.mp4())   // the feed is unchanged (304), the asset is not
+        let report = try h.fetch()
+        #expect(report.feedStatus == "unchanged")
+        #expect(report.ads[0].outcome == .downloaded, "\(report.ads[0])")
+        #expect(try h.index().ads[0].type == .video)
+    }
+
+    @Test func anAssetThatFailedForGoodBacksOff() throws {
+        let h = try FetchHarness()
+        let body = Media.jpeg(30_000)
+        h.setOverride { r in r.path == "/a.jpg" ? .file(body, for: r, etag: "\"a1\"") : nil }
+        let wrong = String(repeating: "ab", count: 32)
+        h.feed(#"[{"id":"a","url":"a.jpg","sha256":"\#(wrong)"}]"#)
+        let t0 = 1_900_000_000.0
+        let first = try h.fetch(at: t0)
+        #expect(first.ads[0].outcome == .failed && !first.ads[0].transient)
+        #expect(first.status == .failedForGood)
+        #expect(h.server.requests(to: "/a.jpg").count == 1)
+        // Ten minutes later: no request at all, still failed for good.
+        let waiting = try h.fetch(at: t0 + 600)
+        #expect(waiting.ads[0].outcome == .failed && !waiting.ads[0].transient)
+        #expect(waiting.ads[0].error?.hasSuffix("(not retried for 20 minutes)") == true, "\(waiting.ads[0])")
+        #expect(h.server.requests(to: "/a.jpg").count == 1)
+        // After 30 minutes: asked again, with the failed version's ETag; a 304 costs no body.
+        let retried = try h.fetch(at: t0 + 1801)
+        #expect(retried.ads[0].outcome == .failed)
+        let ask = try #require(h.server.requests(to: "/a.jpg").last)
+        #expect(h.server.requests(to: "/a.jpg").count == 2)
+        #expect(ask.header("If-None-Match") == "\"a1\"")
+        #expect(retried.ads[0].error?.contains("SHA-256") == true, "the same bad version, told by a 304")
+        // The back-off doubled: 59 minutes on, still waiting.
+        _ = try h.fetch(at: t0 + 1801 + 3540)
+        #expect(h.server.requests(to: "/a.jpg").count == 2)
+        #expect(try h.index().ads[0].failures == 2)
+        // The feed corrects the sha256: tried at once, and the record forgets the failures.
+        h.feed(#"[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(body))"}]"#)
+        #expect(try h.fetch(at: t0 + 1801 + 3600).ads[0].outcome == .downloaded)
+        #expect(try h.index().ads[0].failures == nil)
     }
 
     @Test func oversizedFeedIsRefused() throws {
@@ -279,28 +358,35 @@ final class FetchHarness: @unchecked Sendable {
 
     @Test func truncatedBodyLeavesNoAssetAndResumesNextRun() throws {
         let h = try FetchHarness()
-        let body = Media.mp4(40_000)
+        let body = Media.mp4(300_000)
         h.put("/v.mp4", body)
         h.setOverride { r in
             guard r.path == "/v.mp4", r.header("Range") == nil else { return nil }
             var resp = LoopbackServer.Response.file(body, for: r, etag: "\"v1\"")
-            resp.truncateAfter = 15_000
+            resp.truncateAfter = 150_000
             return resp
         }
         h.feed(#"[{"id":"v","url":"v.mp4"}]"#)
         let first = try h.fetch { $0.transfer.retries = 0 }
         #expect(first.ads[0].outcome == .failed)
+        #expect(first.ads[0].transient, "a short body is worth another try")
         #expect(FileIO.list(h.store.assetsDirectory).isEmpty)
         #expect(try h.index().ads[0].state == .failed)
         // The partial file is kept for resuming.
         let partial = h.store.partialDirectory + "/" + (try SHA256Hasher.hex(h.server.url("/v.mp4"))) + ".part"
-        #expect(FileIO.size(partial) == 15_000)
+        #expect(FileIO.size(partial) == 150_000)
+        // A power cut can leave zeros where the disk never got the data: the last 64 KiB of a
+        // partial file are not trusted (version 1 spliced them into the committed file).
+        let zeros = [UInt8](repeating: 0, count: 30_000)
+        let fd = open(partial, O_WRONLY)
+        _ = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 120_000) }
+        close(fd)
 
         h.setOverride { r in r.path == "/v.mp4" ? .file(body, for: r, etag: "\"v1\"") : nil }
         let second = try h.fetch()
         #expect(second.ads[0].outcome == .resumed)
         let resume = try #require(h.server.requests(to: "/v.mp4").last)
-        #expect(resume.header("Range") == "bytes=15000-")
+        #expect(resume.header("Range") == "bytes=\(150_000 - 65_536)-")
         #expect(resume.header("If-Range") == "\"v1\"")
         #expect(try h.cachedBytes("v") == body)
         #expect(try h.index().ads[0].fileSha256 == Media.sha256(body))

@@ -398,6 +398,11 @@ extension AdRecord {
                     case "error": r.error = try s.optString()
                     case "weight": r.weight = try s.int()
                     case "failures": r.failures = try s.optInt()
+                    case "feedType":
+                        if let name = try s.optString() {
+                            guard let t = AdType(rawValue: name) else { return false }
+                            r.feedType = t
+                        }
                     case "failedFor": r.failedFor = try s.optString()
                     case "retryAt": r.retryAt = try s.optDouble()
                     case "failedEtag": r.failedEtag = try s.optString()
@@ -494,6 +499,7 @@ extension AdRecord {
         w.field("failedFor", failedFor)
         w.field("failedLastModified", failedLastModified)
         w.field("failures", failures)
+        w.field("feedType", feedType?.rawValue)
         w.field("fileSha256", fileSha256)
         if let hours = schedule.hoursText {
             w.key("hours")

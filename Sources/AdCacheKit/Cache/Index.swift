@@ -57,6 +57,8 @@ struct AdRecord: Equatable, Sendable {
     /// Failures for good in a row of this asset (`failedFor`: what they were against), and
     /// when it may be tried again; the validators of the failed response, to ask
     /// conditionally then.
+    /// The type the feed gave (or its URL's extension): `type` may have been sniffed.
+    var feedType: AdType?
     var failures: Int64?
     var failedFor: String?
     var retryAt: Double?
@@ -86,6 +88,7 @@ struct AdRecord: Equatable, Sendable {
         }
         if state == .withdrawn { state = file == nil ? .pending : .ready }
         if let t = ad.type { type = t }
+        feedType = ad.type
         placement = ad.placement
         sha256 = ad.sha256
         start = ad.start

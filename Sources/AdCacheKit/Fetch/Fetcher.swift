@@ -243,6 +243,17 @@ final class Fetcher {
         var results: [String: AssetResult] = [:]
         var jobs: [Job] = []
         var jobByURL: [String: Int] = [:]
+        // A file whose size is right but whose mtime changed (a backup restore, an rsync
+        // without -t) is hashed again and kept when it matches: no download (SPEC §4).
+        var index = index
+        for i in index.ads.indices where index.ads[i].state != .pending && !store.filePresent(index.ads[i]) {
+            let r = index.ads[i]
+            guard let file = r.file, AssetName.isValid(file), let digest = r.fileSha256,
+                let stamp = FileIO.stamp(store.assetPath(file)), stamp.size == r.bytes,
+                SHA256Hasher.hex(ofFile: store.assetPath(file)) == digest
+            else { continue }
+            index.ads[i].fileMtime = stamp.mtime
+        }
         let byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var readyByURL: [String: AdRecord] = [:]
         for r in index.ads where r.state != .pending && store.filePresent(r) {
@@ -542,7 +553,7 @@ extension AdRecord {
     /// The ad as a feed would give it (after a 304 for the feed).
     var feedAd: FeedAd {
         var ad = FeedAd(id: id, url: url)
-        ad.type = type
+        ad.type = feedType   // not a sniffed type: the server may swap an image for a video
         ad.start = start
         ad.expires = expires
         ad.maxShows = maxShows

@@ -13,13 +13,18 @@ struct PartialDownload: Sendable, Equatable {
 
     var validatorPath: String { path + ".validator" }
 
-    /// Where a resumed transfer continues and the `If-Range` validator: only a non-empty
-    /// file whose version is known. Nil: start from the beginning.
+    /// What is dropped from the end of a partial file before resuming it: after a power cut
+    /// its tail may be zeros the disk never got the data for (SPEC §4).
+    static let distrustedTail: Int64 = 64 << 10
+
+    /// Where a resumed transfer continues and the `If-Range` validator: a file whose version
+    /// is known, less its last 64 KiB (cut off here). Nil: start from the beginning.
     func resumePoint() -> (offset: Int64, validator: String)? {
-        guard let size = FileIO.size(path), size > 0,
-            let validator = try? FileIO.read(validatorPath, limit: 1024), !validator.isEmpty
+        guard let size = FileIO.size(path), size > Self.distrustedTail,
+            let validator = try? FileIO.read(validatorPath, limit: 1024), !validator.isEmpty,
+            truncate(path, off_t(size - Self.distrustedTail)) == 0
         else { return nil }
-        return (size, String(decoding: validator, as: UTF8.self))
+        return (size - Self.distrustedTail, String(decoding: validator, as: UTF8.self))
     }
 
     /// True when an interruption leaves something the next run can resume.
