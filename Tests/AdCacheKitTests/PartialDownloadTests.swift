@@ -11,10 +11,13 @@ import Testing
         #expect(p.resumePoint() == nil)   // nothing there
         let fd = p.openFresh(validator: "\"v1\"")
         #expect(fd >= 0)
-        _ = [UInt8](repeating: 7, count: 100).withUnsafeBytes { FileIO.writeAll(fd, $0) }
+        _ = [UInt8](repeating: 7, count: 100_000).withUnsafeBytes { FileIO.writeAll(fd, $0) }
         close(fd)
-        #expect(p.resumePoint()?.offset == 100)
-        #expect(p.resumePoint()?.validator == "\"v1\"")
+        // The last 64 KiB are not trusted (a power cut may have left zeros): cut off.
+        let point = p.resumePoint()
+        #expect(point?.offset == Int64(100_000 - 65_536))
+        #expect(point?.validator == "\"v1\"")
+        #expect(FileIO.size(p.path) == Int64(100_000 - 65_536))
         // A response without a validator cannot be resumed, and is not kept after a failure.
         close(p.openFresh(validator: nil))
         #expect(p.resumePoint() == nil && !p.isResumable)
