@@ -22,6 +22,8 @@ enum FetchCommand: Command {
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
     static let jitter = Option.seconds(
         "jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).", range: 0...86400, default: "0")
+    static let revalidate = Flag(
+        "revalidate", "Ask for the feed and every asset even while the server marked them fresh (Cache-Control).")
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")
@@ -36,8 +38,7 @@ enum FetchCommand: Command {
         ],
         options: [
             timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert,
-            jitter,
-            progress, noProgress, json,
+            jitter, revalidate, progress, noProgress, json,
         ]
     )
 
@@ -52,6 +53,8 @@ enum FetchCommand: Command {
         if let s = try args.get(maxFeedSize) { options.maxFeedSize = s }
         if let j = try args.get(jitter) { options.jitter = j }
         options.limitRate = try args.get(limitRate)
+        options.revalidate = args.has(revalidate)
+        options.warnAlways = context.console.verbose
         options.userAgent = try args.get(userAgent)
         for h in try args.all(header) {
             guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {

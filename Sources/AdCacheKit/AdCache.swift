@@ -166,6 +166,10 @@ public struct FetchOptions: Sendable {
     public var jitter: Double = 0
     /// At most this many bytes per second in all (shared by the parallel transfers).
     public var limitRate: Int64?
+    /// Ask for the feed and every asset even while their last answers are fresh (RFC 9111).
+    public var revalidate = false
+    /// Say the feed's warnings on every run, not only when its content changed.
+    public var warnAlways = false
 
     public init(feed: String? = nil) {
         self.feed = feed

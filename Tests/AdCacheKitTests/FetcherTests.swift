@@ -317,6 +317,67 @@ final class FetchHarness: @unchecked Sendable {
         #expect(try h.index().ads[0].type == .video)
     }
 
+    /// SPEC v2 §2: the feed's warnings are said when its content is new, not on every run
+    /// that gets the same bytes from a server without validators (cron mailed them).
+    @Test func feedWarningsOnlyWhenTheFeedChanged() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let feed = #"[{"id":"a","url":"a.jpg"},{"id":"bad","url":"ftp://x/y.jpg"}]"#
+        h.setOverride { r in r.path == "/feed.json" ? .text(200, feed) : nil }   // no ETag, no Last-Modified
+        func warned(_ configure: (inout FetchOptions) -> Void = { _ in }) throws -> [String] {
+            h.warnings = []
+            let report = try h.fetch(configure)
+            #expect(report.warnings.count == 1, "the report always lists them")
+            return h.warnings
+        }
+        #expect(try warned().count == 1)
+        #expect(try warned().isEmpty, "same bytes: said once already")
+        #expect(try warned { $0.warnAlways = true }.count == 1, "-v says them always")
+        h.setOverride { r in r.path == "/feed.json" ? .text(200, feed + " ") : nil }
+        #expect(try warned().count == 1, "new bytes")
+    }
+
+    /// SPEC v2 §4: what the server marks fresh is not asked for again until it goes stale;
+    /// an unchanged run then costs no request at all. --revalidate asks anyway.
+    @Test func freshAnswersAreNotAskedForAgain() throws {
+        let h = try FetchHarness()
+        let jpeg = Media.jpeg()
+        let cacheControl = Flag2(value: "max-age=3600")
+        h.setOverride { r in
+            var resp: LoopbackServer.Response
+            switch r.path {
+            case "/feed.json":
+                resp = .file(Array(#"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.jpg"}]"#.utf8), for: r, etag: "\"f\"")
+            case "/a.jpg", "/b.jpg": resp = .file(jpeg, for: r, etag: "\"j\"")
+            default: return nil
+            }
+            resp.headers.append(("Cache-Control", cacheControl.value))
+            return resp
+        }
+        _ = try h.fetch()
+        #expect(h.server.log.count == 3)
+        let quiet = try h.fetch()
+        #expect(quiet.ads.map(\.outcome) == [.unchanged, .unchanged])
+        #expect(h.server.log.count == 3, "fresh: no request at all")
+        // An hour later, stale: conditional requests (304s).
+        _ = try h.fetch(at: Date().timeIntervalSince1970 + 3700)
+        #expect(h.server.log.count == 6)
+        #expect(h.server.log.suffix(3).allSatisfy { $0.header("If-None-Match") != nil })
+        _ = try h.fetch { $0.revalidate = true }
+        #expect(h.server.log.count == 9, "--revalidate asks for everything")
+        // no-cache: stale at once.
+        cacheControl.value = "no-cache, max-age=3600"
+        _ = try h.fetch { $0.revalidate = true }
+        _ = try h.fetch()
+        #expect(h.server.log.count == 15)
+        #expect(Freshness.until(["cache-control": "max-age=0"], receivedAt: 0) { _ in nil } == nil)
+        #expect(
+            Freshness.until(["cache-control": "s-maxage=60, max-age=10", "age": "20"], receivedAt: 0) { _ in nil } == 40
+        )
+        #expect(Freshness.until(["expires": "x", "date": "y"], receivedAt: 0) { $0 == "x" ? 100 : 40 } == 60)
+        #expect(Freshness.until([:], receivedAt: 0) { _ in 1 } == nil, "no heuristic freshness")
+    }
+
     @Test func anAssetThatFailedForGoodBacksOff() throws {
         let h = try FetchHarness()
         let body = Media.jpeg(30_000)
@@ -719,5 +780,16 @@ final class Counter: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         value += 1
         return value - 1
+    }
+}
+
+/// A value a server closure reads while the test changes it.
+final class Flag2: @unchecked Sendable {
+    private var v: String
+    private let lock = NSLock()
+    init(value: String) { v = value }
+    var value: String {
+        get { lock.lock(); defer { lock.unlock() }; return v }
+        set { lock.lock(); v = newValue; lock.unlock() }
     }
 }

@@ -301,7 +301,9 @@ enum IndexCoder {
             w.field("etag", feed.etag)
             w.field("fetchedAt", feed.fetchedAt)
             w.field("finalUrl", feed.finalUrl)
+            w.field("freshUntil", feed.freshUntil)
             w.field("lastModified", feed.lastModified)
+            w.field("sha256", feed.sha256)
             w.field("url", feed.url)
             w.endObject()
         }
@@ -332,6 +334,8 @@ extension FeedSource {
             case "etag": f.etag = try s.optString()
             case "lastModified": f.lastModified = try s.optString()
             case "fetchedAt": f.fetchedAt = try s.optDouble()
+            case "sha256": f.sha256 = try s.optString()
+            case "freshUntil": f.freshUntil = try s.lenient { try $0.optDouble() } ?? nil
             default: try s.skip()
             }
         }
@@ -398,6 +402,7 @@ extension AdRecord {
                     case "error": r.error = try s.optString()
                     case "weight": r.weight = try s.int()
                     case "failures": r.failures = try s.optInt()
+                    case "freshUntil": r.freshUntil = try s.optDouble()
                     case "feedType":
                         if let name = try s.optString() {
                             guard let t = AdType(rawValue: name) else { return false }
@@ -462,7 +467,10 @@ extension AdRecord {
             if let v, v < 0 { return "its \"\(name)\" (\(v)) is negative" }
         }
         if let f = failures, !(1...64).contains(f) { return "its \"failures\" (\(f)) is out of range" }
-        for (name, v) in [("start", start), ("expires", expires), ("lastShown", lastShown), ("retryAt", retryAt)]
+        for (name, v) in [
+            ("start", start), ("expires", expires), ("lastShown", lastShown), ("retryAt", retryAt),
+            ("freshUntil", freshUntil),
+        ]
             as [(String, Double?)]
         {
             if let v, !Time.isSupported(v) { return "its \"\(name)\" is not a time between the years 0 and 9999" }
@@ -501,6 +509,7 @@ extension AdRecord {
         w.field("failures", failures)
         w.field("feedType", feedType?.rawValue)
         w.field("fileSha256", fileSha256)
+        w.field("freshUntil", freshUntil)
         if let hours = schedule.hoursText {
             w.key("hours")
             w.beginArray()

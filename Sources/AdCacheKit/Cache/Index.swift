@@ -57,6 +57,8 @@ struct AdRecord: Equatable, Sendable {
     /// Failures for good in a row of this asset (`failedFor`: what they were against), and
     /// when it may be tried again; the validators of the failed response, to ask
     /// conditionally then.
+    /// Until when the asset's last answer is fresh (RFC 9111): no request before then.
+    var freshUntil: Double?
     /// The type the feed gave (or its URL's extension): `type` may have been sniffed.
     var feedType: AdType?
     var failures: Int64?
@@ -144,6 +146,11 @@ struct FeedSource: Equatable, Sendable {
     var etag: String?
     var lastModified: String?
     var fetchedAt: Double?
+    /// The SHA-256 of the feed's bytes as last parsed: its warnings are said again only when
+    /// they change (cron would mail them every half hour).
+    var sha256: String?
+    /// Until when the last answer is fresh (RFC 9111): no request before then.
+    var freshUntil: Double?
 
     init(
         url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil

@@ -59,10 +59,17 @@ final class Fetcher {
             throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
         }
         let source = try FeedLocation(feedText)
-        let download = try downloadFeed(
-            source, previous: before.feed?.url == feedText ? before.feed : nil,
-            hasAds: !before.ads.isEmpty)
-        measureClock(download)
+        let previous = before.feed?.url == feedText ? before.feed : nil
+        let download: FeedDownload
+        if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
+            // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
+            download = FeedDownload(
+                body: nil, finalURL: previous.finalUrl.flatMap(URL.init(string:)) ?? URL(fileURLWithPath: "/"),
+                etag: previous.etag, lastModified: previous.lastModified, freshUntil: fresh)
+        } else {
+            download = try downloadFeed(source, previous: previous, hasAds: !before.ads.isEmpty)
+            measureClock(download)
+        }
 
         var feed: Feed
         if let bytes = download.body {
@@ -75,7 +82,11 @@ final class Fetcher {
             // 304: the feed is as it was; refresh the assets of the ads we have.
             feed = Feed(ads: before.ads.filter { $0.state != .withdrawn }.map(\.feedAd), warnings: [])
         }
-        for w in feed.warnings { warn(w) }
+        // The feed's warnings, when its content is new (or always with -v): not every half hour.
+        let feedDigest = download.body.flatMap { try? SHA256Hasher.hex(bytes: $0) } ?? previous?.sha256
+        if options.warnAlways || feedDigest != previous?.sha256 {
+            for w in feed.warnings { warn(w) }
+        }
 
         var report = FetchReport(feed: feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
         report.warnings = feed.warnings.map(\.message)
@@ -93,10 +104,12 @@ final class Fetcher {
         if let e = FileIO.syncFiles(downloaded.map(store.assetPath)) { throw e }
         if !downloaded.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
 
-        let feedState = FeedSource(
+        var feedState = FeedSource(
             url: feedText, finalUrl: download.finalURL.absoluteString,
             etag: download.etag, lastModified: download.lastModified,
             fetchedAt: now())
+        feedState.sha256 = feedDigest
+        feedState.freshUntil = download.freshUntil
         try commit(feed.ads, results: results, feedState: feedState, clockOffset: clockOffset)
 
         // What succeeded is committed; a failing disk still ends the run with its own error.
@@ -117,6 +130,13 @@ final class Fetcher {
         /// The server's `Date` (Unix seconds) and the device's clock when the answer came.
         var serverDate: Double?
         var receivedAt: Double?
+        /// Until when the answer is fresh.
+        var freshUntil: Double?
+    }
+
+    /// Until when an answer is fresh, on this run's (corrected) clock.
+    func freshUntil(_ headers: [String: String]) -> Double? {
+        Freshness.until(headers, receivedAt: now()) { try? CurlAPI.shared.get().parseDate($0) }
     }
 
     /// SPEC §6 *Clock trust*: a device clock more than five minutes off the feed server's is
@@ -176,17 +196,18 @@ final class Fetcher {
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
             let receivedAt = Date().timeIntervalSince1970
             let serverDate = response.headers["date"].flatMap { try? CurlAPI.shared.get().parseDate($0) }
+            let fresh = freshUntil(response.headers)
             if response.notModified {
                 return FeedDownload(
                     body: nil, finalURL: previous?.finalUrl.flatMap(URL.init(string:)) ?? finalURL,
                     etag: response.headers["etag"] ?? previous?.etag,
                     lastModified: response.headers["last-modified"] ?? previous?.lastModified,
-                    serverDate: serverDate, receivedAt: receivedAt)
+                    serverDate: serverDate, receivedAt: receivedAt, freshUntil: fresh)
             }
             return FeedDownload(
                 body: response.body, finalURL: finalURL,
                 etag: response.headers["etag"], lastModified: response.headers["last-modified"],
-                serverDate: serverDate, receivedAt: receivedAt)
+                serverDate: serverDate, receivedAt: receivedAt, freshUntil: fresh)
         }
     }
 
@@ -211,6 +232,8 @@ final class Fetcher {
         var failedLastModified: String?
         /// Not attempted: waiting out the back-off of an earlier failure for good.
         var waiting = false
+        /// Until when the answer is fresh (RFC 9111).
+        var freshUntil: Double?
         /// Set when the local disk failed (full, I/O error): the run exits 74.
         var ioError: AdCacheError?
 
@@ -286,6 +309,16 @@ final class Fetcher {
             // The file we have for this URL: this ad's own, or one another ad shares.
             let mine = byID[ad.id].flatMap { $0.url == ad.url && store.filePresent($0) ? $0 : nil }
             let cached = mine ?? readyByURL[ad.url]
+            if !options.revalidate, let c = cached, let fresh = c.freshUntil, t < fresh,
+                ad.sha256 == nil || ad.sha256 == c.fileSha256
+            {
+                var r = AssetResult(
+                    outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime, fileSha256: c.fileSha256,
+                    etag: c.etag, lastModified: c.lastModified, type: c.type)
+                r.freshUntil = fresh
+                results[ad.id] = r
+                continue
+            }
             if let reused = try reuse(ad, cached: cached, recoverable: recoverable) {
                 results[ad.id] = reused
                 continue
@@ -408,11 +441,12 @@ final class Fetcher {
         }
         if response.notModified {
             if let c = job.cached, job.retryingFailure == nil {
-                return all(
-                    AssetResult(
-                        outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime,
-                        fileSha256: c.fileSha256, etag: response.headers["etag"] ?? c.etag,
-                        lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type))
+                var r = AssetResult(
+                    outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime,
+                    fileSha256: c.fileSha256, etag: response.headers["etag"] ?? c.etag,
+                    lastModified: response.headers["last-modified"] ?? c.lastModified, type: c.type)
+                r.freshUntil = freshUntil(response.headers)
+                return all(r)
             }
             // Asked with the validators of a version that failed: it is still that version.
             return all(forGood(job.retryingFailure ?? "\(url): unchanged since it failed"))
@@ -463,10 +497,11 @@ final class Fetcher {
         }
         let stamp = FileIO.stamp(target)
         let lastModified = job.request.allowFile ? localStamp(url) : response.headers["last-modified"]
-        let done = AssetResult(
+        var done = AssetResult(
             outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
             fileMtime: stamp?.mtime, fileSha256: response.fileSha256, etag: response.headers["etag"],
             lastModified: lastModified, type: format.type)
+        done.freshUntil = job.request.allowFile ? nil : freshUntil(response.headers)
         for ad in accepted { results[ad.id] = done }
         return results
     }
@@ -528,6 +563,7 @@ extension AdRecord {
             lastModified = r.lastModified
             if let t = r.type { type = t }
             error = nil
+            freshUntil = r.freshUntil
             forgetFailure()
         case .failed:
             guard !r.waiting else { return }   // nothing was tried: nothing changes

@@ -82,6 +82,12 @@ final class SHA256Hasher {
         return hexString(digest)
     }
 
+    static func hex(bytes: [UInt8]) throws -> String {
+        let h = try SHA256Hasher()
+        h.update(bytes)
+        return h.finalizeHex()
+    }
+
     static func hex(_ string: String) throws -> String {
         let h = try SHA256Hasher()
         h.update(Array(string.utf8))
