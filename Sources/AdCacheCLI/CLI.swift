@@ -19,6 +19,13 @@ enum ExitCode: Int32 {
     case cantCreate = 73
     case ioError = 74
     case tempFail = 75
+    /// Stopped by SIGINT or SIGTERM (128 + the signal).
+    case interrupted = 130
+    case terminated = 143
+
+    init(signal: Int32) {
+        self = signal == SIGTERM ? .terminated : .interrupted
+    }
 
     /// The code a library error ends the command with.
     init(_ error: AdCacheError) {

@@ -77,10 +77,19 @@ enum FetchCommand: Command {
         let showProgress = args.has(progress) || (!args.has(noProgress) && console.stderrIsTerminal)
         let bar = ProgressBar(console: console)
         let report: FetchReport
+        Signals.watch()
+        options.isCancelled = { Signals.received != nil }
         do {
             report = try context.cache().fetch(options, progress: showProgress ? { bar.update($0) } : nil)
         } catch AdCacheError.invalidRequest(let message) where options.feed == nil {
             throw args.usage(message)   // no FEED given and none remembered
+        } catch let e as AdCacheError {
+            if let sig = Signals.received {   // stopped while the feed downloaded: nothing changed
+                if showProgress { bar.finish() }
+                console.error("interrupted: the cache is unchanged")
+                return ExitCode(signal: sig)
+            }
+            throw e
         }
         if showProgress { bar.finish() }
 
@@ -91,11 +100,16 @@ enum FetchCommand: Command {
                 console.note("\(ad.id): \(ad.outcome.rawValue)\(ad.bytes.map { " (\(ByteSize.human($0)))" } ?? "")")
             }
         }
-        let code: ExitCode
+        var code: ExitCode
         switch report.status {
         case .complete: code = .success
         case .failedForGood: code = .dataError
         case .tryLater: code = .tempFail
+        }
+        if report.interrupted, let sig = Signals.received {
+            let n = report.partialsKept
+            console.err("adcache: interrupted: \(n) download\(n == 1 ? "" : "s") kept for the next run\n")
+            code = ExitCode(signal: sig)   // wins over every other code of the run
         }
         if args.has(json) {
             console.out(report.json(exitCode: code.rawValue))

@@ -170,6 +170,12 @@ public struct FetchOptions: Sendable {
     public var revalidate = false
     /// Say the feed's warnings on every run, not only when its content changed.
     public var warnAlways = false
+    /// Polled while the fetch runs: returning true stops it (as SIGINT does in the command
+    /// line) — transfers stop, partial files are kept, what finished is committed.
+    public var isCancelled: (@Sendable () -> Bool)? {
+        get { transfer.isCancelled }
+        set { transfer.isCancelled = newValue }
+    }
 
     public init(feed: String? = nil) {
         self.feed = feed
@@ -351,6 +357,13 @@ public struct FetchReport: Sendable {
 
     /// True when every ad is ready, expired or used up.
     public var isComplete: Bool { status == .complete }
+
+    /// Stopped by `isCancelled` (what finished is committed).
+    public var interrupted = false
+    /// The deadline passed (what finished is committed).
+    public var deadlinePassed = false
+    /// Downloads left in `partial/` for the next run to resume.
+    public var partialsKept = 0
 
     func count(_ o: Outcome) -> Int { ads.filter { $0.outcome == o }.count }
 

@@ -271,6 +271,72 @@ import Testing
         #expect(windowsHit > 0, "prune ran while a download waited for its commit")
     }
 
+    /// SIGINT and SIGTERM: transfers stop, partial files are kept, what finished is
+    /// committed, one line says so, and the exit code is 130 or 143 (version 1: silent 130).
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func aSignalStopsTheFetchKeepingWhatFinished(sig: Int32, code: Int32) throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        let quick = Media.jpeg(2000)
+        let slow = Media.mp4(400_000)
+        let server = try LoopbackServer { r in
+            switch r.path {
+            case "/feed.json":
+                return .text(
+                    200, #"[{"id":"quick","url":"q.jpg"},{"id":"s1","url":"s1.mp4"},{"id":"s2","url":"s2.mp4"}]"#)
+            case "/q.jpg": return .file(quick, for: r, etag: "\"q\"")
+            default:
+                var resp = LoopbackServer.Response.file(slow, for: r, etag: "\"s\"")
+                resp.dripChunk = 50_000
+                resp.dripPause = 0.5   // four seconds each
+                return resp
+            }
+        }
+        defer { server.stop() }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Adcache.binary)
+        p.arguments = ["--cache-dir", cache, "fetch", "--no-progress", server.url("/feed.json")]
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        // The quick asset is in within a second; the slow ones take four.
+        usleep(1_200_000)
+        kill(p.processIdentifier, sig)
+        p.waitUntilExit()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(p.terminationStatus == code, "\(stderr)")
+        #expect(stderr == "adcache: interrupted: 2 downloads kept for the next run\n", "\(stderr)")
+        let index = try CacheStore(directory: cache).load(warn: { _ in })
+        #expect(index.ads.first { $0.id == "quick" }?.state == .ready, "what finished is committed")
+        #expect(index.ads.filter { $0.state == .pending }.count == 2)
+        // The next run resumes them.
+        let again = Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout == "3 ads: 3 ready (2 resumed, 1 unchanged)\n")
+    }
+
+    @Test func aPassedDeadlineWarnsEvenWhenQuiet() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let slow = Media.mp4(400_000)
+        let server = try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, #"[{"id":"s","url":"s.mp4"}]"#) }
+            var resp = LoopbackServer.Response.file(slow, for: r, etag: "\"s\"")
+            resp.dripChunk = 100_000
+            resp.dripPause = 0.5
+            return resp
+        }
+        defer { server.stop() }
+        let r = Adcache.run([
+            "--cache-dir", dir.path + "/cache", "fetch", "-q", "--deadline", "1", server.url("/feed.json"),
+        ])
+        #expect(r.status == 75)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr == "adcache: warning: the deadline passed: 1 download kept for the next run\n", "\(r.stderr)")
+    }
+
     @Test func showsRecordedDuringAFetchAreNeverLost() throws {
         let dir = TempDir(); defer { dir.remove() }
         let cache = dir.path + "/cache"

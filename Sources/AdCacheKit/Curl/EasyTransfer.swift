@@ -253,6 +253,13 @@ final class EasyTransfer {
         }
     }
 
+    /// The response of a transfer stopped from outside (deadline, signal): its file closed,
+    /// its partial download left for the next run.
+    func abandon(_ r: TransferResponse) -> TransferResponse {
+        closeFile()
+        return r
+    }
+
     /// A validator `If-Range` accepts: a strong ETag, else Last-Modified.
     private func resumeValidator() -> String? {
         if let etag = response.headers["etag"], !etag.hasPrefix("W/") { return etag }

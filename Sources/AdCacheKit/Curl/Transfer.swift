@@ -39,6 +39,8 @@ struct TransferSettings: Sendable {
     /// At most this many bytes per second, for each transfer (the run's budget divided
     /// among the parallel ones).
     var maxReceiveSpeed: Int64?
+    /// Polled while transfers run: true stops them all (SIGINT, SIGTERM), as the deadline does.
+    var isCancelled: (@Sendable () -> Bool)?
     /// Tests: make libcurl refuse this option, as an old one would.
     var refuseOption: CURLoption?
     /// Nil is `adcache/<version> libcurl/<version>`.
@@ -75,6 +77,8 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case refusedScheme(String)
     case writeFailed(String, errno: Int32)
     case deadline
+    /// Stopped by a signal.
+    case interrupted
     /// libcurl refused an option the transfer needs.
     case libcurlRefused(String)
     case other(String)
@@ -93,6 +97,7 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case .refusedScheme(let t): return "refused: \(t)"
         case .writeFailed(let t, _): return "cannot write: \(t)"
         case .deadline: return "abandoned at the deadline"
+        case .interrupted: return "interrupted"
         case .libcurlRefused(let t): return t
         case .other(let t): return t
         }

@@ -59,17 +59,20 @@ final class TransferEngine {
 
         while !waiting.isEmpty || !active.isEmpty {
             let now = monotonicNow()
-            if let deadline = settings.deadline, now >= deadline {
+            let stop: TransferError? =
+                settings.isCancelled?() == true
+                ? .interrupted : settings.deadline.map { now >= $0 ? TransferError.deadline : nil } ?? nil
+            if let stop {
                 for (h, t) in active {
                     _ = api.multiRemove(multi, h)
                     var r = t.response
-                    r.error = .deadline
-                    complete(t.index, r)
+                    r.error = stop
+                    complete(t.index, t.abandon(r))
                 }
                 active.removeAll()
                 for w in waiting {
                     var r = TransferResponse()
-                    r.error = .deadline
+                    r.error = stop
                     complete(w.index, r)
                 }
                 waiting.removeAll()

@@ -47,7 +47,10 @@ final class Fetcher {
         if options.jitter > 0 {
             var pause = Double.random(in: 0...options.jitter)
             if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
-            Thread.sleep(forTimeInterval: pause)
+            let until = monotonicNow() + pause
+            while monotonicNow() < until, options.isCancelled?() != true {
+                Thread.sleep(forTimeInterval: min(0.1, until - monotonicNow()))
+            }
         }
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
@@ -112,11 +115,27 @@ final class Fetcher {
         feedState.freshUntil = download.freshUntil
         try commit(feed.ads, results: results, feedState: feedState, clockOffset: clockOffset)
 
+        // What was stopped (deadline, signal) waits in partial/ for the next run.
+        report.interrupted = options.isCancelled?() == true
+        report.deadlinePassed = !report.interrupted && report.ads.contains { $0.outcome == .pending }
+        report.partialsKept = Set(jobsPending(report)).count
+        if report.deadlinePassed {
+            let n = report.partialsKept
+            warn(Diagnostic(.transfer, "the deadline passed: \(n) download\(n == 1 ? "" : "s") kept for the next run"))
+        }
         // What succeeded is committed; a failing disk still ends the run with its own error.
         if let diskError = results.values.compactMap(\.ioError).first, case .io = diskError {
             throw diskError
         }
         return report
+    }
+
+    /// The URLs of pending ads whose partial file is kept.
+    private func jobsPending(_ report: FetchReport) -> [String] {
+        report.ads.filter { $0.outcome == .pending }.map(\.url).filter { url in
+            guard let hash = try? SHA256Hasher.hex(url) else { return false }
+            return FileIO.exists(store.partialDirectory + "/\(hash).part")
+        }
     }
 
     // MARK: The feed
@@ -422,8 +441,10 @@ final class Fetcher {
             .failedForGood(message, etag: validators.0, lastModified: validators.1)
         }
         if let error = response.error {
-            if error == .deadline {
-                return all(AssetResult(outcome: .pending, error: "not downloaded before the deadline"))
+            if error == .deadline || error == .interrupted {
+                partial.keepIfResumable()
+                let why = error == .deadline ? "not downloaded before the deadline" : "interrupted"
+                return all(AssetResult(outcome: .pending, error: why))
             }
             if case .writeFailed(let text, let code) = error {
                 // The disk, not the network: the partial file goes, and the run ends in 74.

@@ -55,6 +55,8 @@ public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
         case cache
         /// The device clock disagrees with the feed server's.
         case clock
+        /// A transfer: the deadline passed.
+        case transfer
     }
 
     public var kind: Kind

@@ -1,0 +1,31 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// SIGINT and SIGTERM during a fetch: noted here by the handler (the only thing a handler may
+/// safely do), read by the fetch, which stops its transfers, keeps their partial files and
+/// commits what finished (SPEC §4); the command then exits 130 or 143.
+enum Signals {
+    nonisolated(unsafe) private static var caught: sig_atomic_t = 0
+
+    /// Installs the handlers (for the rest of the process).
+    static func watch() {
+        caught = 0
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig) { Signals.caught = $0 }
+            sigaddset(&set, sig)
+        }
+        // A parent may have started us with them blocked (a service manager, a test runner).
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    /// The signal caught since `watch`, or nil.
+    static var received: Int32? { caught == 0 ? nil : Int32(caught) }
+
+    /// 130 for SIGINT, 143 for SIGTERM (128 + the signal), as shells report them.
+    static func exitCode(_ sig: Int32) -> Int32 { 128 + sig }
+}
