@@ -710,6 +710,32 @@ final class FetchHarness: @unchecked Sendable {
         #expect(h.server.requests(to: "/a.jpg").last?.header("If-None-Match") == nil)
     }
 
+    /// --header goes to the feed's own origin only: never to another scheme, host or port a
+    /// redirect leads to (libcurl keeps custom headers there; an API key reached the CDN).
+    @Test func customHeadersStayWithTheFeedsOrigin() throws {
+        let h = try FetchHarness()
+        let cdn = try LoopbackServer { r in
+            r.path == "/feed.json" ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(Media.jpeg(), for: r)
+        }
+        defer { cdn.stop() }
+        h.setOverride { r in
+            switch r.path {
+            case "/feed.json": return .redirect("/moved.json")   // same origin
+            case "/moved.json": return .redirect(cdn.url("/feed.json"), status: 301)   // another port
+            default: return nil
+            }
+        }
+        let report = try h.fetch { $0.headers = ["X-Api-Key: s3cret"] }
+        #expect(report.ads.map(\.outcome) == [.downloaded])
+        #expect(h.server.requests(to: "/feed.json").first?.header("X-Api-Key") == "s3cret")
+        #expect(h.server.requests(to: "/moved.json").first?.header("X-Api-Key") == "s3cret")
+        let atCDN = try #require(cdn.requests(to: "/feed.json").first)
+        #expect(atCDN.header("X-Api-Key") == nil)
+        #expect(cdn.requests(to: "/a.jpg").count == 1, "relative URLs resolve against the final feed URL")
+        #expect(Fetcher.origin("HTTP://Example.com/x") == Fetcher.origin("http://example.com:80/y"))
+        #expect(Fetcher.origin("https://example.com/") != Fetcher.origin("http://example.com/"))
+    }
+
     @Test func headersAndUserAgent() throws {
         let h = try FetchHarness()
         h.put("/a.jpg", Media.jpeg())

@@ -153,6 +153,46 @@ final class Fetcher {
         var freshUntil: Double?
     }
 
+    /// The feed's transfer. With `--header`, redirects are followed here rather than by
+    /// libcurl (which keeps custom headers across hosts): the headers go only to the feed's
+    /// own origin (scheme, host and port), never to a CDN it redirects to (SPEC §4).
+    private func fetchFeed(_ first: TransferRequest) throws -> TransferResponse {
+        var request = first
+        request.followRedirects = options.headers.isEmpty
+        let origin = Self.origin(first.url)
+        for _ in 0...options.transfer.maxRedirects {
+            var response = TransferResponse()
+            TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
+            if !request.followRedirects, (300...399).contains(response.status), response.status != 304,
+                let location = response.headers["location"]
+            {
+                guard let next = URL(string: location, relativeTo: URL(string: request.url))?.absoluteURL,
+                    ["http", "https"].contains(next.scheme?.lowercased() ?? "")
+                else {
+                    throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): refused: a redirect to \(location)")
+                }
+                request.url = next.absoluteString
+                request.headers = Self.origin(request.url) == origin ? first.headers : []
+                continue
+            }
+            if let error = response.error {
+                if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
+                throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): \(error)")
+            }
+            if response.effectiveURL.isEmpty { response.effectiveURL = request.url }
+            return response
+        }
+        throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): too many redirects")
+    }
+
+    /// scheme://host:port, lowercased, with the default port made explicit.
+    static func origin(_ url: String) -> String? {
+        guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), let host = u.host?.lowercased() else {
+            return nil
+        }
+        return "\(scheme)://\(host):\(u.port ?? (scheme == "https" ? 443 : 80))"
+    }
+
     /// Until when an answer is fresh, on this run's (corrected) clock.
     func freshUntil(_ headers: [String: String]) -> Double? {
         Freshness.until(headers, receivedAt: now()) { try? CurlAPI.shared.get().parseDate($0) }
@@ -206,12 +246,7 @@ final class Fetcher {
                 request.ifNoneMatch = previous.etag
                 request.ifModifiedSince = previous.lastModified
             }
-            var response = TransferResponse()
-            TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
-            if let error = response.error {
-                if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
-                throw AdCacheError.feedUnreachable("cannot fetch the feed \(url): \(error)")
-            }
+            let response = try fetchFeed(request)
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
             let receivedAt = Date().timeIntervalSince1970
             let serverDate = response.headers["date"].flatMap { try? CurlAPI.shared.get().parseDate($0) }
