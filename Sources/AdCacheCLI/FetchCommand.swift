@@ -120,7 +120,9 @@ enum FetchCommand: Command {
     }
 }
 
-/// A one-line progress bar on stderr: assets done, bytes, rate.
+/// Progress on stderr. On a terminal, one line redrawn in place: bytes done of the total
+/// (when every size is known), percent, rate and time left, resumed bytes included. Into a
+/// file or pipe it never writes control sequences: one plain line per finished asset.
 final class ProgressBar {
     let console: Console
     private var drawn = false
@@ -128,13 +130,36 @@ final class ProgressBar {
     init(console: Console) { self.console = console }
 
     func update(_ p: FetchProgress) {
-        let width = 24
-        let filled = p.total == 0 ? width : width * p.done / p.total
-        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let rate = p.elapsed > 0 ? Int64(Double(p.bytes) / p.elapsed) : 0
-        console.err(
-            "\r\u{1B}[K[\(bar)] \(p.done)/\(p.total) assets  \(ByteSize.human(p.bytes))  \(ByteSize.human(rate))/s")
+        guard console.stderrIsTerminal else {
+            if let (url, bytes) = p.finished {
+                console.err("adcache: \(p.done)/\(p.total) \(Console.visible(url)) \(ByteSize.human(bytes))\n")
+            }
+            return
+        }
+        console.err("\r\u{1B}[K" + Self.line(p))
         drawn = true
+    }
+
+    /// `[#####-------------------] 60M/288M  21%  5.1M/s  0:45 left`.
+    static func line(_ p: FetchProgress) -> String {
+        let width = 24
+        let rate = "\(ByteSize.human(Int64(p.rate)))/s"
+        guard let total = p.totalBytes, total > 0 else {
+            let filled = p.total == 0 ? width : width * p.done / p.total
+            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+            return "[\(bar)] \(ByteSize.human(p.bytes))  \(rate)  \(p.done)/\(p.total) assets"
+        }
+        let fraction = min(1, Double(p.bytes) / Double(total))
+        let filled = Int(Double(width) * fraction)
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        var text = "[\(bar)] \(ByteSize.human(p.bytes))/\(ByteSize.human(total))  \(Int(fraction * 100))%  \(rate)"
+        if p.rate > 0, total > p.bytes {
+            let left = Int(Double(total - p.bytes) / p.rate)
+            text +=
+                "  \(left / 3600 > 0 ? "\(left / 3600):" : "")\(left / 60 % 60):" + String(format: "%02d", left % 60)
+                + " left"
+        }
+        return text
     }
 
     func finish() {

@@ -292,10 +292,19 @@ public struct ListedAd: Sendable {
 
 /// Where a fetch is: asset transfers done of all, bytes received, seconds since it began.
 public struct FetchProgress: Sendable {
+    /// Bytes of the assets done so far, resumed bytes included.
     public var bytes: Int64
+    /// Bytes in all, once every transfer has started and announced its size.
+    public var totalBytes: Int64?
+    /// Transfers finished, of `total`.
     public var done: Int
     public var total: Int
+    /// Seconds since the transfers began.
     public var elapsed: Double
+    /// Bytes per second received in this run (resumed bytes not included).
+    public var rate: Double
+    /// The asset that just finished (its URL and size), once per asset.
+    public var finished: (url: String, bytes: Int64)?
 }
 
 /// What `fetch` did, for the summary line and `fetch --json`.

@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AdCacheCLI
 @testable import AdCacheKit
 
 #if canImport(Glibc)
@@ -26,15 +27,34 @@ import Testing
         #expect(r.stderr.isEmpty)
     }
 
-    @Test func progressForcedDrawsABarOnStderrOnly() throws {
+    /// --progress into a file or pipe: plain lines, one per finished asset, never control
+    /// sequences (version 1 wrote `\r\e[K` into log files).
+    @Test func progressIntoAFileIsPlainLines() throws {
         let s = Sandbox(); defer { s.remove() }
         let srv = try server(); defer { srv.stop() }
         let r = s.run(["fetch", "--progress", srv.url("/feed.json")])
         #expect(r.status == 0)
-        #expect(r.stderr.contains("2/2 assets"))
-        #expect(r.stderr.contains("\r"))
+        #expect(!r.stderr.contains("\r") && !r.stderr.contains("\u{1B}"))
+        let lines = r.stderr.split(separator: "\n")
+        #expect(lines.count == 2, "\(r.stderr)")
+        #expect(lines.allSatisfy { $0.hasPrefix("adcache: ") && $0.hasSuffix(" 20K") }, "\(r.stderr)")
         #expect(r.stdout == "2 ads: 2 ready (2 downloaded)\n")
         #expect(s.run(["fetch", "--progress", "--no-progress"]).status == 64)
+    }
+
+    /// On a terminal: bytes done of the total, percent, rate and time left.
+    @Test func onATerminalTheBarCountsBytes() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let srv = try server(); defer { srv.stop() }
+        let r = Adcache.call(["--cache-dir", s.cache, "fetch", srv.url("/feed.json")], terminal: true)
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("\r\u{1B}[K["), "\(r.stderr)")
+        #expect(r.stderr.contains("39K/39K  100%"), "\(r.stderr)")
+        let line = ProgressBar.line(
+            FetchProgress(
+                bytes: 60 << 20, totalBytes: 288 << 20, done: 0, total: 1, elapsed: 12, rate: Double(5 << 20),
+                finished: nil))
+        #expect(line == "[#####-------------------] 60M/288M  20%  5.0M/s  0:45 left")
     }
 }
 

@@ -253,6 +253,15 @@ final class EasyTransfer {
         }
     }
 
+    /// What an earlier run left and this transfer continues (0 unless resumed).
+    var resumedFrom: Int64 { response.resumed ? resumeOffset : 0 }
+
+    /// The whole file's size once the answer announced it.
+    var expectedSize: Int64? {
+        guard let length = response.headers["content-length"].flatMap(Int64.init) else { return nil }
+        return resumedFrom + length
+    }
+
     /// The response of a transfer stopped from outside (deadline, signal): its file closed,
     /// its partial download left for the next run.
     func abandon(_ r: TransferResponse) -> TransferResponse {

@@ -39,22 +39,36 @@ final class TransferEngine {
         var waiting = requests.indices.map { Waiting(index: $0, attempt: 0, notBefore: 0) }
         var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
         var doneCount = 0
-        var finishedBytes: Int64 = 0
+        var finishedBytes: Int64 = 0   // received in this run by finished attempts
+        var finishedSizes: Int64 = 0   // the whole files of finished transfers
+        var begun = Set<Int>()
         let started = monotonicNow()
         var lastProgress = 0.0
 
-        func report(force: Bool = false) {
+        func report(force: Bool = false, finished: (String, Int64)? = nil) {
             guard let onProgress else { return }
             let now = monotonicNow()
             guard force || now - lastProgress >= 0.1 else { return }
             lastProgress = now
-            let bytes = finishedBytes + active.values.reduce(0) { $0 + $1.received }
-            onProgress(FetchProgress(bytes: bytes, done: doneCount, total: requests.count, elapsed: now - started))
+            let received = finishedBytes + active.values.reduce(0) { $0 + $1.received }
+            let bytes = finishedSizes + active.values.reduce(0) { $0 + $1.resumedFrom + $1.received }
+            var total: Int64? = finishedSizes
+            if begun.count < requests.count { total = nil }
+            for t in active.values { total = total.flatMap { sum in t.expectedSize.map { sum + $0 } } }
+            let elapsed = now - started
+            onProgress(
+                FetchProgress(
+                    bytes: bytes, totalBytes: total, done: doneCount, total: requests.count, elapsed: elapsed,
+                    rate: elapsed > 0 ? Double(received) / elapsed : 0, finished: finished))
         }
 
         func complete(_ index: Int, _ response: TransferResponse) {
             doneCount += 1
+            finishedSizes += response.error == nil ? response.fileBytes : 0
             completion(index, response)
+            if response.error == nil, !response.notModified {
+                report(force: true, finished: (requests[index].url, response.fileBytes))
+            }
         }
 
         while !waiting.isEmpty || !active.isEmpty {
@@ -103,6 +117,7 @@ final class TransferEngine {
                     continue
                 }
                 active[t.handle] = t
+                begun.insert(w.index)
                 _ = api.multiAdd(multi, t.handle)
             }
 

@@ -169,7 +169,8 @@ final class Fetcher {
                 guard let next = URL(string: location, relativeTo: URL(string: request.url))?.absoluteURL,
                     ["http", "https"].contains(next.scheme?.lowercased() ?? "")
                 else {
-                    throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): refused: a redirect to \(location)")
+                    throw AdCacheError.feedUnreachable(
+                        "cannot fetch the feed \(first.url): refused: a redirect to \(location)")
                 }
                 request.url = next.absoluteString
                 request.headers = Self.origin(request.url) == origin ? first.headers : []
