@@ -41,14 +41,31 @@ public struct CommandOutput: Sendable {
 public struct CommandIO: Sendable {
     public var stdout: CommandOutput
     public var stderr: CommandOutput
+    /// All of standard input (for `fetch -`).
+    public var readStandardInput: @Sendable () -> [UInt8]
 
-    public init(stdout: CommandOutput, stderr: CommandOutput) {
+    public init(
+        stdout: CommandOutput, stderr: CommandOutput, readStandardInput: @escaping @Sendable () -> [UInt8] = { [] }
+    ) {
         self.stdout = stdout
         self.stderr = stderr
+        self.readStandardInput = readStandardInput
     }
 
-    /// The process's own file descriptors 1 and 2.
-    public static var standard: CommandIO { CommandIO(stdout: .descriptor(1), stderr: .descriptor(2)) }
+    /// The process's own file descriptors 0, 1 and 2.
+    public static var standard: CommandIO {
+        CommandIO(stdout: .descriptor(1), stderr: .descriptor(2)) {
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                bytes += buffer[0..<n]
+            }
+            return bytes
+        }
+    }
 }
 
 /// Where output goes: stdout for what was asked for, stderr for the rest.

@@ -45,6 +45,7 @@ enum FetchCommand: Command {
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals(allowed: 1)
         var options = FetchOptions(feed: args.positionals.first)
+        if options.feed == "-" { options.feedContent = context.console.io.readStandardInput() }
         if let t = try args.get(timeout) { options.timeout = t }
         options.deadline = try args.get(deadline)
         if let p = try args.get(parallel) { options.parallel = p }

@@ -124,9 +124,12 @@ public final class AdCache {
 
 /// How `fetch` runs.
 public struct FetchOptions: Sendable {
-    /// The feed: an http or https URL, a `file:` URL or a path. Nil repeats the last
-    /// successful fetch's feed.
+    /// The feed: an http or https URL, a `file:` URL or a path; `-` for `feedContent`. Nil
+    /// repeats the last successful fetch's feed.
     public var feed: String?
+    /// The feed's bytes when `feed` is `-` (the command line reads them from standard input;
+    /// an ad with a relative asset URL is then skipped with a warning).
+    public var feedContent: [UInt8]?
     /// The settings every transfer of the run shares (internal knobs included).
     var transfer = TransferSettings()
     /// Give up on one transfer after this many seconds.

@@ -138,7 +138,9 @@ extension Adcache {
     /// Runs the command line in this process (`CLI.run`), as `run` runs the binary: the same
     /// minimal environment, stdout and stderr captured separately, neither a terminal unless
     /// `terminal` says so. Fast: no process, no binary needed.
-    public static func call(_ args: [String], environment: [String: String] = [:], terminal: Bool = false) -> Run {
+    public static func call(
+        _ args: [String], environment: [String: String] = [:], terminal: Bool = false, stdin: [UInt8] = []
+    ) -> Run {
         let scratch = TempDir()
         defer { scratch.remove() }
         var env = ["PATH": "/usr/bin:/bin", "HOME": scratch.path, "TZ": "UTC", "TERM": "xterm"]
@@ -146,7 +148,7 @@ extension Adcache {
         let out = Captured(), err = Captured()
         let io = CommandIO(
             stdout: CommandOutput(isTerminal: terminal) { out.append($0) },
-            stderr: CommandOutput(isTerminal: terminal) { err.append($0) })
+            stderr: CommandOutput(isTerminal: terminal) { err.append($0) }, readStandardInput: { stdin })
         let status = CLI.run(args, environment: env, io: io)
         return Run(status: status, stdout: out.text, stderr: err.text)
     }

@@ -186,6 +186,25 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(again.stdout == "3 ads: 3 ready (3 unchanged)\n")
     }
 
+    /// `fetch -` reads the feed from standard input; a relative asset URL has nothing to be
+    /// resolved against and is skipped with a warning; a bare `fetch` does not read stdin again.
+    @Test func aFeedFromStandardInput() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in .file(jpeg, for: r) }
+        defer { server.stop() }
+        let feed = #"[{"id":"abs","url":"\#(server.url("/a.jpg"))"},{"id":"rel","url":"b.jpg"}]"#
+        let r = Adcache.call(["--cache-dir", s.cache, "fetch", "-"], stdin: Array(feed.utf8))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "1 ad: 1 ready (1 downloaded)\n")
+        #expect(
+            r.stderr
+                == "adcache: warning: skipping ad 'rel': its \"url\" is relative, and a feed read from standard input has no URL to resolve it against\n"
+        )
+        let again = s.run(["fetch"])
+        #expect(again.status == 64, "nothing remembered to fetch again")
+    }
+
     @Test func nothingToShowIsExit1UnlessAFallbackIsGiven() throws {
         let s = Sandbox(); defer { s.remove() }
         let r = s.run(["next"])

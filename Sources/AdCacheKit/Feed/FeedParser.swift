@@ -11,6 +11,9 @@ struct FeedParser: Sendable {
     /// `file:` assets are allowed only when the feed itself is a local file.
     var allowFileAssets: Bool
 
+    /// The base of a feed read from standard input: nothing to resolve a relative URL against.
+    static let standardInputBase = URL(string: "stdin:")!
+
     init(baseURL: URL) {
         self.baseURL = baseURL
         self.allowFileAssets = baseURL.isFileURL
@@ -213,6 +216,9 @@ struct FeedParser: Sendable {
     /// its scheme.
     func resolve(_ text: String, fail: (String) -> AdError) throws -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if baseURL == Self.standardInputBase, URL(string: trimmed)?.scheme == nil {
+            throw fail("its \"url\" is relative, and a feed read from standard input has no URL to resolve it against")
+        }
         guard !trimmed.isEmpty,
             let resolved = URL(string: trimmed, relativeTo: baseURL)?.absoluteURL
         else {

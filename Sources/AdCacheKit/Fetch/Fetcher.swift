@@ -113,7 +113,9 @@ final class Fetcher {
             fetchedAt: now())
         feedState.sha256 = feedDigest
         feedState.freshUntil = download.freshUntil
-        try commit(feed.ads, results: results, feedState: feedState, clockOffset: clockOffset)
+        // A feed read from standard input is not one a bare `fetch` can read again.
+        let remembered = source.isStandardInput ? before.feed : feedState
+        try commit(feed.ads, results: results, feedState: remembered, clockOffset: clockOffset)
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
         report.interrupted = options.isCancelled?() == true
@@ -231,6 +233,13 @@ final class Fetcher {
 
     private func downloadFeed(_ source: FeedLocation, previous: FeedSource?, hasAds: Bool) throws -> FeedDownload {
         switch source {
+        case .standardInput:
+            let bytes = options.feedContent ?? []
+            guard Int64(bytes.count) <= options.maxFeedSize else {
+                throw AdCacheError.feedUnreachable(
+                    "cannot read the feed: standard input is larger than the limit of \(options.maxFeedSize) bytes")
+            }
+            return FeedDownload(body: bytes, finalURL: FeedParser.standardInputBase)
         case .local(let path):
             let bytes: [UInt8]
             do {
@@ -579,7 +588,7 @@ final class Fetcher {
 
     /// Merges the results into the index as it is now (keeping shows recorded meanwhile),
     /// withdraws what the feed no longer lists, and deletes files nothing names any more.
-    private func commit(_ ads: [FeedAd], results: [String: AssetResult], feedState: FeedSource, clockOffset: Double?)
+    private func commit(_ ads: [FeedAd], results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?)
         throws
     {
         let orphans: [String] = try store.update(warn: warn) { index in
@@ -668,10 +677,14 @@ extension AdRecord {
 enum FeedLocation {
     case remote(String)
     case local(String)
+    /// `-`: the feed's bytes come with the options (the command line reads standard input).
+    case standardInput
 
     init(_ text: String) throws {
         let lower = text.lowercased()
-        if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
+        if text == "-" {
+            self = .standardInput
+        } else if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
             guard let u = URL(string: text), u.host?.isEmpty == false else {
                 throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid URL")
             }
@@ -686,5 +699,12 @@ enum FeedLocation {
         } else {
             self = .local(CacheStore.absolute(text))
         }
+    }
+}
+
+extension FeedLocation {
+    var isStandardInput: Bool {
+        if case .standardInput = self { return true }
+        return false
     }
 }
