@@ -42,8 +42,8 @@ final class Fetcher {
         _ = try CurlAPI.shared.get()
         _ = try CryptoAPI.shared.get()
         if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
-        // One budget for the run, shared by the transfers that run at once.
-        if let rate = options.limitRate { options.transfer.maxReceiveSpeed = max(1, rate / Int64(options.parallel)) }
+        // One budget for the run: the feed has it alone; the assets share it (below).
+        if let rate = options.limitRate { options.transfer.maxReceiveSpeed = rate }
         if options.jitter > 0 {
             var pause = Double.random(in: 0...options.jitter)
             if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
@@ -420,7 +420,11 @@ final class Fetcher {
             jobs.append(Job(url: ad.url, ads: [ad], cached: cached, request: request, retryingFailure: retrying))
         }
 
-        let engine = TransferEngine(settings: options.transfer)
+        var settings = options.transfer
+        if let rate = options.limitRate {   // shared by the transfers that run at once
+            settings.maxReceiveSpeed = max(1, rate / Int64(max(1, min(options.parallel, jobs.count))))
+        }
+        let engine = TransferEngine(settings: settings)
         engine.onProgress = onProgress
         engine.run(jobs.map(\.request)) { i, response in
             results.merge(finishAsset(jobs[i], response)) { _, new in new }
