@@ -45,7 +45,12 @@ import Testing
         #expect(ByteSize.parse("200M") == 200 << 20)
         #expect(ByteSize.parse("1k") == 1024)
         #expect(ByteSize.parse("2G") == 2 << 30)
-        for bad in ["", "M", "1.5M", "-1", "10T", "1 M", "99999999999999999G"] {
+        // SPEC v2: a trailing B or iB, either case.
+        #expect(ByteSize.parse("300MB") == 300 << 20)
+        #expect(ByteSize.parse("300MiB") == 300 << 20)
+        #expect(ByteSize.parse("10kb") == 10 << 10)
+        #expect(ByteSize.parse("512B") == 512)
+        for bad in ["", "M", "1.5M", "-1", "10T", "1 M", "99999999999999999G", "B", "5iB", "MiB", "10bb"] {
             #expect(ByteSize.parse(bad) == nil, "\(bad)")
         }
     }

@@ -73,6 +73,24 @@ import Testing
         #expect(r.stderr.contains("timed out"), "\(r.stderr)")
     }
 
+    /// --limit-rate: one budget for the run, as curl's option (a lower bound only).
+    @Test func limitRateSlowsTheRun() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let body = Media.jpeg(3_000_000)
+        let srv = try LoopbackServer { r in
+            r.path == "/feed.json" ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(body, for: r)
+        }
+        defer { srv.stop() }
+        let started = monotonicNow()
+        let r = s.run(["fetch", "--limit-rate", "1MiB", srv.url("/feed.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(monotonicNow() - started > 1.5, "3 MB at 1 MiB/s")
+        #expect(s.run(["fetch", "--limit-rate", "0"]).status == 64)
+        #expect(
+            s.run(["fetch", "--jitter", "90000"]).stderr.hasPrefix(
+                "adcache: error: option '--jitter' needs a number of seconds from 0 to 86400"))
+    }
+
     /// SPEC v2: --timeout is the longest stretch without a byte, not a cap on a transfer: a
     /// download that takes three times --timeout finishes while it keeps moving.
     @Test func aSlowButMovingDownloadFinishes() throws {
