@@ -79,6 +79,7 @@ enum FetchCommand: Command {
         let bar = ProgressBar(console: console)
         let report: FetchReport
         Signals.watch()
+        defer { Signals.restore() }
         options.isCancelled = { Signals.received != nil }
         do {
             report = try context.cache().fetch(options, progress: showProgress ? { bar.update($0) } : nil)

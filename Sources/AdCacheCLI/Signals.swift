@@ -23,6 +23,12 @@ enum Signals {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
+    /// The default actions again, once the fetch is over (a process that runs the command
+    /// line in-process, like the tests, keeps its Ctrl-C).
+    static func restore() {
+        for sig in [SIGINT, SIGTERM] { signal(sig, SIG_DFL) }
+    }
+
     /// The signal caught since `watch`, or nil.
     static var received: Int32? { caught == 0 ? nil : Int32(caught) }
 
