@@ -29,6 +29,8 @@ struct OptionSpec: Sendable {
     var help: String
     var repeatable = false
     var kind: ValueKind
+    /// What it is when nobody says (for `adcache config`); nil: unset.
+    var defaultValue: String? = nil
 }
 
 /// A typed option: reading it from `ParsedArguments` gives a `Value`, or a usage error that
@@ -88,7 +90,9 @@ extension Option where Value == Double {
     {
         let bounds = "\(plain(range.lowerBound)) to \(plain(range.upperBound))"
         let said = help + " (\(bounds)" + (value.map { "; default: \($0)" } ?? "") + ")"
-        return Option(spec: OptionSpec(long: long, value: "<sec>", help: said, kind: .seconds(range))) { text, spec in
+        var spec = OptionSpec(long: long, value: "<sec>", help: said, kind: .seconds(range))
+        spec.defaultValue = value == "none" ? nil : value
+        return Option(spec: spec) { text, spec in
             guard let v = Double(text), v.isFinite, range.contains(v) else {
                 throw UsageError(
                     message: "option '--\(spec.long)' needs a number of seconds from \(bounds) (got '\(text)')")
@@ -101,7 +105,9 @@ extension Option where Value == Double {
 extension Option where Value == Int {
     static func integer(_ long: String, _ help: String, range: ClosedRange<Int>, default value: String) -> Option {
         let said = help + " (\(range.lowerBound) to \(range.upperBound); default: \(value))"
-        return Option(spec: OptionSpec(long: long, value: "<n>", help: said, kind: .integer(range))) { text, spec in
+        var spec = OptionSpec(long: long, value: "<n>", help: said, kind: .integer(range))
+        spec.defaultValue = value
+        return Option(spec: spec) { text, spec in
             guard let v = Int(text), range.contains(v) else {
                 throw UsageError(
                     message:
@@ -173,11 +179,13 @@ enum GlobalOptions {
     static let cacheDir = Option.directory(
         "cache-dir", "The cache directory (default: $ADCACHE_DIR, else $XDG_CACHE_HOME/adcache, else ~/.cache/adcache)."
     )
+    static let config = Option.file(
+        "config", "Read this configuration file instead of /etc/adcache.conf and ~/.config/adcache/config.")
     static let quiet = Flag("quiet", short: "q", "Print nothing on stdout (errors and warnings still go to stderr).")
     static let verbose = Flag("verbose", short: "v", "Say more on stderr.")
     static let help = Flag("help", short: "h", "Show help information.")
 
-    static let all: [any DeclaredOption] = [cacheDir, quiet, verbose, help]
+    static let all: [any DeclaredOption] = [cacheDir, config, quiet, verbose, help]
     static var specs: [OptionSpec] { all.map(\.spec) }
 }
 

@@ -46,6 +46,11 @@ struct Context {
     var console: Console
     var directory: String
     var environment: [String: String]
+    var config = Config()
+    /// Where `directory` came from: `command line`, `environment`, `file:PATH:LINE`, `default`.
+    var directoryOrigin = "default"
+    /// The arguments as the command line gave them (before the configuration filled in).
+    var commandLine: ParsedArguments? = nil
 
     /// The cache; its clock stopped at `at` when given (`--at`: the same path as now, another
     /// time, taken as given), else the device's, corrected as the last fetch measured.
@@ -67,8 +72,8 @@ func absolutePath(_ path: String) -> String {
 /// environment and file descriptors; tests call it in-process with their own.
 public enum CLI {
     static let commands: [any Command.Type] = [
-        FetchCommand.self, NextCommand.self, PruneCommand.self, ListCommand.self, ClearCommand.self, HelpCommand.self,
-        CompletionsCommand.self,
+        FetchCommand.self, NextCommand.self, PruneCommand.self, ListCommand.self, ClearCommand.self, ConfigCommand.self,
+        HelpCommand.self, CompletionsCommand.self,
     ]
 
     static var specs: [CommandSpec] { commands.map { $0.spec } }
@@ -93,8 +98,11 @@ public enum CLI {
             var leading: [String] = []
             while let first = rest.first, first.hasPrefix("-") {
                 leading.append(rest.removeFirst())
-                if first == "--" + GlobalOptions.cacheDir.long, let v = rest.first {
-                    leading.append(v); rest.removeFirst()
+                if ["--" + GlobalOptions.cacheDir.long, "--" + GlobalOptions.config.long].contains(first),
+                    let v = rest.first
+                {
+                    leading.append(v)
+                    rest.removeFirst()
                 }
             }
             guard let name = rest.first else {
@@ -115,17 +123,32 @@ public enum CLI {
                     message: "unknown command '\(name)'",
                     hint: guess.map { "did you mean '\($0)'?" } ?? "see 'adcache --help'")
             }
-            let parsed = try ArgumentParser.parse(leading + rest.dropFirst(), command: command.spec)
+            var parsed = try ArgumentParser.parse(leading + rest.dropFirst(), command: command.spec)
             if parsed.has(GlobalOptions.help) {
                 console.out(Help.text(for: command.spec))
                 return 0
             }
+            // Precedence, last wins: defaults, the configuration files, the environment
+            // (ADCACHE_DIR), the command line (SPEC §9).
+            let config = try Config.load(explicit: try parsed.get(GlobalOptions.config), environment: environment)
+            let cacheDirGiven = try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
+            let onCommandLine = parsed
+            config.apply(to: &parsed)
             console.quiet = parsed.has(GlobalOptions.quiet)
             console.verbose = parsed.has(GlobalOptions.verbose)
+            let fromEnvironment = environment["ADCACHE_DIR"].flatMap { $0.isEmpty ? nil : absolutePath($0) }
             let dir =
-                try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
+                cacheDirGiven ?? fromEnvironment ?? config.value(GlobalOptions.cacheDir.long)
                 ?? AdCache.Configuration.defaultDirectory(environment: environment)
-            let context = Context(console: console, directory: dir, environment: environment)
+            let directoryOrigin =
+                cacheDirGiven != nil
+                ? "command line"
+                : fromEnvironment != nil
+                    ? "environment"
+                    : config.settings.last { $0.key == GlobalOptions.cacheDir.long }?.origin ?? "default"
+            let context = Context(
+                console: console, directory: dir, environment: environment, config: config,
+                directoryOrigin: directoryOrigin, commandLine: onCommandLine)
             return try command.run(parsed, context: context).rawValue
         } catch let e as UsageError {
             console.error(e.message, hint: e.hint)

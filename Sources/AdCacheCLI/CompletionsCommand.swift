@@ -88,7 +88,7 @@ enum CompletionsCommand: Command {
                 prev="${COMP_WORDS[COMP_CWORD-1]}"
                 for ((i = 1; i < COMP_CWORD; i++)); do
                     case "${COMP_WORDS[i]}" in
-                        --cache-dir) ((i++)) ;;
+                        --cache-dir|--config) ((i++)) ;;
                         -*) ;;
                         *) cmd="${COMP_WORDS[i]}"; break ;;
                     esac
@@ -123,7 +123,7 @@ enum CompletionsCommand: Command {
                 local i cmd=""
                 for ((i = 2; i < CURRENT; i++)); do
                     case "${words[i]}" in
-                        --cache-dir) ((i++)) ;;
+                        --cache-dir|--config) ((i++)) ;;
                         -*) ;;
                         *) cmd="${words[i]}"; break ;;
                     esac

@@ -44,7 +44,8 @@ enum FetchCommand: Command {
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals(allowed: 1)
-        var options = FetchOptions(feed: args.positionals.first)
+        // FEED: the argument, else the configured feed, else the last successful fetch's.
+        var options = FetchOptions(feed: args.positionals.first ?? context.config.value("feed"))
         if options.feed == "-" { options.feedContent = context.console.io.readStandardInput() }
         if let t = try args.get(timeout) { options.timeout = t }
         options.deadline = try args.get(deadline)

@@ -1,0 +1,146 @@
+import AdCacheKit
+import Foundation
+
+/// Configuration files (SPEC §9): `/etc/adcache.conf`, then `$XDG_CONFIG_HOME/adcache/config`
+/// (else `~/.config/adcache/config`); `--config FILE` (or `ADCACHE_CONFIG`) reads FILE instead
+/// of both. Lines `key = value`, `#` comments; the keys are the long option names of the
+/// commands, read and checked through the same declarations as the command line.
+struct Config {
+    /// One `key = value`, and where it came from.
+    struct Setting {
+        var key: String
+        var value: String
+        /// `file:PATH:LINE`.
+        var origin: String
+    }
+
+    /// In precedence order, last wins (for `header`: all are sent).
+    var settings: [Setting] = []
+
+    static let systemFile = "/etc/adcache.conf"
+
+    /// Keys that are not an option of a command yet (`feed` is fetch's argument; the
+    /// proof-of-play keys come with `report`), read as text.
+    static let extraKeys: [String: ValueKind] = [
+        "feed": .text, "device-id": .text, "report-url": .text, "max-events": .integer(1...10_000_000),
+        "max-event-age": .integer(1...365),
+    ]
+
+    /// Every option any command declares, by long name (the first declaration of a name).
+    static var declared: [String: any DeclaredOption] {
+        var all: [String: any DeclaredOption] = [:]
+        for option in CLI.specs.flatMap(\.options) + GlobalOptions.all where all[option.spec.long] == nil {
+            all[option.spec.long] = option
+        }
+        for name in ["help", "config"] { all[name] = nil }   // not settings
+        return all
+    }
+
+    /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
+    /// the user's (those that exist).
+    static func files(explicit: String?, environment: [String: String]) -> [String] {
+        if let explicit { return [explicit] }
+        var user: String?
+        if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty {
+            user = xdg + "/adcache/config"
+        } else if let home = environment["HOME"], !home.isEmpty {
+            user = home + "/.config/adcache/config"
+        }
+        return [systemFile, user].compactMap { $0 }.filter { FileManager.default.fileExists(atPath: $0) }
+    }
+
+    /// Reads and checks every line of every file: an unknown key or a bad value is a usage
+    /// error naming `file:line`, whatever the command (a broken file fails the same way
+    /// everywhere).
+    static func load(explicit: String?, environment: [String: String]) throws -> Config {
+        var config = Config()
+        let explicit = explicit ?? environment["ADCACHE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        for path in files(explicit: explicit.map(absolutePath), environment: environment) {
+            guard let data = FileHandle(forReadingAtPath: path)?.readDataToEndOfFile() else {   // /dev/null too
+                throw UsageError(message: "cannot read the configuration file \(path)")
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let line = raw.trimmingCharacters(in: .whitespaces)
+                if line.isEmpty || line.hasPrefix("#") { continue }
+                let at = "\(path):\(n + 1)"
+                guard let eq = line.firstIndex(of: "=") else {
+                    throw UsageError(message: "\(at): expected 'key = value' (got '\(line)')")
+                }
+                let key = line[..<eq].trimmingCharacters(in: .whitespaces)
+                var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+                if let option = declared[key] {
+                    switch option.spec.kind {
+                    case .file, .directory:   // relative to the file that says it
+                        if !value.hasPrefix("/") {
+                            value = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
+                                value)
+                        }
+                    default: break
+                    }
+                    do {
+                        try option.check(value)
+                    } catch let e as UsageError {
+                        throw UsageError(
+                            message:
+                                "\(at): \(e.message.replacingOccurrences(of: "option '--\(key)'", with: "'\(key)'"))")
+                    }
+                } else if let kind = extraKeys[key] {
+                    if case .integer(let range) = kind, !(Int(value).map(range.contains) ?? false) {
+                        throw UsageError(
+                            message:
+                                "\(at): '\(key)' needs a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(value)')"
+                        )
+                    }
+                } else {
+                    let guess = ArgumentParser.nearest(key, among: Array(declared.keys) + Array(extraKeys.keys))
+                    throw UsageError(
+                        message: "\(at): unknown key '\(key)'" + (guess.map { " (did you mean '\($0)'?)" } ?? ""))
+                }
+                config.settings.append(Setting(key: key, value: value, origin: "file:\(at)"))
+            }
+        }
+        return config
+    }
+
+    /// The last value of `key`, or nil.
+    func value(_ key: String) -> String? { settings.last { $0.key == key }?.value }
+
+    /// Every value of `key`, in order.
+    func values(_ key: String) -> [String] { settings.filter { $0.key == key }.map(\.value) }
+
+    /// Fills in what the command line did not say, for the options `command` takes.
+    func apply(to args: inout ParsedArguments) {
+        for option in args.command.options + GlobalOptions.all {
+            let key = option.spec.long
+            let given = values(key)
+            guard !given.isEmpty else { continue }
+            if option.spec.value == nil {   // a flag: the command line wins when it says it
+                if !args.flags.contains(key), given.last == "true" { args.flags.insert(key) }
+            } else if option.spec.repeatable {
+                args.values[key] = given + (args.values[key] ?? [])
+            } else if args.values[key] == nil {
+                args.values[key] = [given.last!]
+            }
+        }
+    }
+}
+
+extension DeclaredOption {
+    /// Reads `text` as a value of this option, throwing its usage error.
+    func check(_ text: String) throws {
+        if let option = self as? any ValueChecking {
+            try option.checkValue(text)
+        } else if text != "true" && text != "false" {
+            throw UsageError(message: "option '--\(spec.long)' needs true or false (got '\(text)')")
+        }
+    }
+}
+
+protocol ValueChecking {
+    func checkValue(_ text: String) throws
+}
+
+extension Option: ValueChecking {
+    func checkValue(_ text: String) throws { _ = try read(text, spec) }
+}

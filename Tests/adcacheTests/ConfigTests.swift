@@ -1,0 +1,74 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AdCacheKit
+
+/// SPEC §9: configuration files, their precedence and their errors.
+@Suite struct ConfigTests {
+    @Test func settingsComeFromTheFileThenTheEnvironmentThenTheCommandLine() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let file = s.dir.write(
+            "adcache.conf",
+            """
+            # a fleet's settings
+            cache-dir = from-file
+            parallel = 8
+
+            header = X-One: 1
+            header = X-Two: 2
+            """)
+        let shown = Adcache.call(["--config", file, "config", "--show-origin"])
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(shown.lines.contains("file:\(file):2\tcache-dir = \(s.dir.path)/from-file"), "\(shown.stdout)")
+        #expect(shown.lines.contains("file:\(file):3\tparallel = 8"))
+        #expect(shown.lines.contains("default\tretries = 2"))
+        #expect(shown.lines.filter { $0.contains("header = ") }.count == 2)
+        #expect(shown.lines == shown.lines.sorted { $0.split(separator: "\t")[1] < $1.split(separator: "\t")[1] })
+        let env = Adcache.call(["--config", file, "config", "--show-origin"], environment: ["ADCACHE_DIR": "/env"])
+        #expect(env.lines.contains("environment\tcache-dir = /env"))
+        let cli = Adcache.call(
+            ["--config", file, "--cache-dir", "/cli", "config", "--show-origin"], environment: ["ADCACHE_DIR": "/env"])
+        #expect(cli.lines.contains("command line\tcache-dir = /cli"))
+        // ADCACHE_CONFIG acts as --config; /dev/null reads nothing.
+        let viaEnv = Adcache.call(["config"], environment: ["ADCACHE_CONFIG": file])
+        #expect(viaEnv.lines.contains("parallel = 8"))
+        let none = Adcache.call(["config"], environment: ["ADCACHE_CONFIG": "/dev/null"])
+        #expect(none.lines.contains("parallel = 4"))
+    }
+
+    /// A broken file fails every command the same way: 64, naming file:line.
+    @Test(arguments: ["list", "next", "prune", "fetch", "clear", "config"])
+    func aBrokenFileIsAUsageErrorNamingFileAndLine(command: String) throws {
+        let s = Sandbox(); defer { s.remove() }
+        let unknown = s.dir.write("unknown.conf", "# ok\n\nparalel = 3\n")
+        let r = Adcache.call(["--config", unknown, command])
+        #expect(r.status == 64)
+        #expect(r.stderr == "adcache: error: \(unknown):3: unknown key 'paralel' (did you mean 'parallel'?)\n")
+        let bad = s.dir.write("bad.conf", "retries = 99\n")
+        let b = Adcache.call(["--config", bad, command])
+        #expect(b.status == 64)
+        #expect(b.stderr == "adcache: error: \(bad):1: 'retries' needs a whole number from 0 to 20 (got '99')\n")
+        let flag = s.dir.write("flag.conf", "no-progress = maybe\n")
+        #expect(
+            Adcache.call(["--config", flag, command]).stderr.contains("\(flag):1: 'no-progress' needs true or false"))
+        #expect(!FileIO.exists(s.cache))
+    }
+
+    /// The configured feed and headers reach fetch; headers from the file and the command
+    /// line are all sent; a bare fetch uses the configured feed.
+    @Test func fetchTakesTheConfiguredFeedAndEveryHeader() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in
+            r.path == "/feed.json" ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(jpeg, for: r)
+        }
+        defer { server.stop() }
+        let file = s.dir.write(
+            "adcache.conf", "feed = \(server.url("/feed.json"))\nheader = X-File: f\nno-progress = true\n")
+        let r = Adcache.call(["--config", file, "--cache-dir", s.cache, "fetch", "--header", "X-Cli: c"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let asked = try #require(server.requests(to: "/feed.json").first)
+        #expect(asked.header("X-File") == "f" && asked.header("X-Cli") == "c")
+    }
+}
