@@ -19,7 +19,7 @@ final class FileLock {
 
     private func openFile() throws {
         guard fd < 0 else { return }
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        fd = FileIO.create(path, flags: O_RDWR | O_CREAT)
         guard fd >= 0 else { throw FileIO.writeError("cannot open lock file \(path)") }
     }
 

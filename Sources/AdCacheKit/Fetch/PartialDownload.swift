@@ -38,7 +38,7 @@ struct PartialDownload: Sendable, Equatable {
     /// Starts the file over for a new body, remembering which version it will hold (`nil`:
     /// a response without a usable validator, which cannot be resumed). -1 on failure.
     func openFresh(validator: String?) -> Int32 {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = FileIO.create(path)
         FileIO.remove(validatorPath)
         if let validator { FileIO.writeSimply(Array(validator.utf8), to: validatorPath) }
         return fd

@@ -116,7 +116,7 @@ enum FileIO {
     static func writeAtomically(_ bytes: [UInt8], to path: String, beforeReplacing: () -> Void = {}) throws {
         let dir = (path as NSString).deletingLastPathComponent
         let temp = "\(path).tmp"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = create(temp)
         guard fd >= 0 else { throw writeError("cannot write \(temp)") }
         var failure: Int32? = bytes.withUnsafeBytes { writeAll(fd, $0) }
         if failure == nil, fsync(fd) != 0 { failure = errno }
@@ -137,7 +137,7 @@ enum FileIO {
     /// Writes a small file with no durability promise (a hint that may be lost in a crash).
     @discardableResult
     static func writeSimply(_ bytes: [UInt8], to path: String) -> Bool {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = create(path)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return bytes.withUnsafeBytes { writeAll(fd, $0) } == nil
@@ -175,9 +175,37 @@ enum FileIO {
         }
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty, parent != path { try makeDirectory(parent) }
-        if mkdir(path, 0o755) != 0, errno != EEXIST {
+        if mkdir(path, 0o777) != 0, errno != EEXIST {
             throw AdCacheError.cacheUnwritable("cannot create directory \(path): \(errnoText())")
         }
+        if inSharedDirectory(path) { chmod(path, fileMode(path) | 0o070 | S_ISGID) }
+    }
+
+    // MARK: A cache shared through a group (SPEC §3)
+
+    /// Creates (or truncates) a file for writing: its permissions come from the umask,
+    /// except in a setgid directory — a cache shared through a group — where it is also
+    /// group-readable and group-writable whatever the umask (as git's
+    /// `core.sharedRepository = group`), so that every member can record and fetch.
+    static func create(_ path: String, flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) -> Int32 {
+        let fd = open(path, flags | O_CLOEXEC, 0o666)
+        if fd >= 0, inSharedDirectory(path) {
+            var st = stat()
+            if fstat(fd, &st) == 0, st.st_mode & 0o060 != 0o060 { fchmod(fd, (st.st_mode & 0o7777) | 0o060) }
+        }
+        return fd
+    }
+
+    /// True when `path`'s directory has the setgid bit: the sign of a shared cache (new
+    /// files there take the directory's group; subdirectories inherit the bit).
+    static func inSharedDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat((path as NSString).deletingLastPathComponent, &st) == 0 && st.st_mode & S_ISGID != 0
+    }
+
+    private static func fileMode(_ path: String) -> mode_t {
+        var st = stat()
+        return stat(path, &st) == 0 ? st.st_mode & 0o7777 : 0o755
     }
 
     @discardableResult
