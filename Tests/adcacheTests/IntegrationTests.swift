@@ -203,15 +203,24 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         for unit in ["adcache-fetch.service", "adcache-fetch.timer"] {
             let text = try String(contentsOfFile: packageRoot + "/contrib/systemd/" + unit, encoding: .utf8)
             // The unit names the installed binary; point it at this build for the check.
-            paths.append(dir.write(unit, text.replacingOccurrences(of: "/usr/local/bin/adcache", with: Adcache.binary)))
+            paths.append(dir.write(unit, text.replacingOccurrences(of: "/usr/bin/adcache", with: Adcache.binary)))
         }
         let r = sh("/usr/bin/systemd-analyze", ["verify", "--man=no"] + paths, env: ["SYSTEMD_LOG_LEVEL": "warning"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.isEmpty, "\(r.stderr)")
         let service = try String(contentsOfFile: paths[0], encoding: .utf8)
-        for directive in ["User=adcache", "ProtectSystem=strict", "ReadWritePaths=/var/cache/adcache"] {
-            #expect(service.contains(directive))
+        for directive in [
+            "User=adcache", "Group=adcache", "UMask=0002", "CacheDirectoryMode=2775", "ProtectSystem=strict",
+            "ReadWritePaths=/var/cache/adcache",
+        ] {
+            #expect(service.contains(directive), "\(directive)")
         }
+        // Settings come from /etc/adcache.conf: no feed edited into the unit.
+        #expect(!service.contains("http"), "no feed URL in the unit")
+        let conf = try String(contentsOfFile: packageRoot + "/contrib/etc/adcache.conf", encoding: .utf8)
+        #expect(conf.contains("cache-dir = /var/cache/adcache"))
+        let checked = Adcache.call(["--config", packageRoot + "/contrib/etc/adcache.conf", "config"])
+        #expect(checked.status == 0, "the shipped configuration is valid: \(checked.stderr)")
         let timer = try String(contentsOfFile: paths[1], encoding: .utf8)
         for directive in ["RandomizedDelaySec=", "Persistent=true"] { #expect(timer.contains(directive)) }
     }
@@ -232,8 +241,19 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.stdout.contains("--length=4"))   // spring-sale's duration
         #expect(r.stdout.contains(s.cache + "/assets/"))
         #expect(r.stdout.hasSuffix("app started\n"))
-        // A relaunch within the cooldown gets the default image.
-        let again = sh(packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png"], env: env)
-        #expect(again.stdout.contains("/opt/app/default.png"), "\(again.stdout)")
+        // A relaunch within the cooldown shows nothing at all (version 1 showed the default).
+        let again = sh(
+            packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png", "/bin/echo", "app"], env: env)
+        #expect(again.stdout == "app\n", "\(again.stdout)")
+        // The cache directory comes from the configuration, as for the fetch service.
+        let other = Sandbox()
+        defer { other.remove() }
+        #expect(other.run(["fetch", packageRoot + "/Examples/feed.json"]).status == 0)
+        let conf = other.dir.write("adcache.conf", "cache-dir = \(other.cache)\n")
+        var viaConfig = env
+        viaConfig["ADCACHE_DIR"] = nil
+        viaConfig["ADCACHE_CONFIG"] = conf
+        let configured = sh(packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png"], env: viaConfig)
+        #expect(configured.stdout.contains(other.cache + "/assets/"), "\(configured.stdout) \(configured.stderr)")
     }
 }
