@@ -7,7 +7,7 @@ DESTDIR ?=
 BIN ?= .build/adcache
 DEMO = .build/debug/adcache
 
-.PHONY: all deps build demo test lint format clean bench release install uninstall
+.PHONY: all deps build demo test lint format clean bench release install uninstall deb
 
 all: build
 
@@ -26,7 +26,7 @@ demo: build
 
 # The tests (mandoc lints the man page; nginx serves the big-file test).
 test:
-	@scripts/deps.sh mandoc openssl zsh fish bsdutils tzdata systemd
+	@scripts/deps.sh mandoc openssl zsh fish bsdutils tzdata systemd dpkg-dev fakeroot lintian
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
 	$(SWIFT) build
 	$(SWIFT) test
@@ -34,13 +34,17 @@ test:
 # An optimised, stripped binary with the Swift runtime linked in: it runs on a device that
 # has no Swift installed (libcurl4 and libssl3 are still needed).
 release: deps
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-static
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-static --product adcache
 	mkdir -p .build
 	strip -o .build/adcache .build-static/release/adcache
 	@ls -l .build/adcache
 
 .build/adcache:
 	$(MAKE) release
+
+# A Debian package of the release binary (dpkg-deb; see scripts/make-deb.sh); prints its path.
+deb: release
+	@scripts/make-deb.sh
 
 BASHDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions

@@ -1,0 +1,80 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AdCacheKit
+
+/// SPEC §9: `make deb` from a clean clone builds what it needs (the release binary, once in
+/// this run) and writes a package with the binary, the manual, the completions, the
+/// configuration as a conffile, the systemd units and maintainer scripts.
+@Suite(.serialized) struct DebianPackageTests {
+    static let canBuild =
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/dpkg-deb")
+        && FileManager.default.fileExists(atPath: packageRoot + "/.git")
+
+    @Test(.enabled(if: canBuild, "needs dpkg-deb and a git checkout"), .timeLimit(.minutes(20)))
+    func makeDebBuildsAPackageFromACleanClone() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let clone = dir.path + "/clone"
+        #expect(sh("/usr/bin/git", ["clone", "-q", packageRoot, clone]).status == 0)
+        // Uncommitted work of the checkout under test goes along, so the package is of this tree.
+        for path in ["Sources", "Tests", "man", "contrib", "packaging", "scripts", "Makefile", "Package.swift"] {
+            _ = sh("/bin/cp", ["-a", packageRoot + "/" + path, clone + "/"])
+        }
+        let make = sh(
+            "/usr/bin/make", ["-s", "deb"], env: ["PATH": "/opt/swift/usr/bin:/usr/bin:/bin:/usr/sbin:/sbin"],
+            cwd: clone)
+        #expect(make.status == 0, "\(make.stderr)")
+        let deb = try #require(make.stdout.split(separator: "\n").last.map(String.init))
+        #expect(deb.hasPrefix(clone + "/adcache_") && deb.hasSuffix(".deb") && FileIO.exists(deb))
+
+        let info = sh("/usr/bin/dpkg-deb", ["-I", deb])
+        for field in [
+            "Package: adcache", "Version: \(AdCacheVersion.string)", "Depends: ",
+            "libcurl4 (>= 7.68) | libcurl3-gnutls (>= 7.68)", "libssl3 | libssl1.1", "adduser",
+        ] {
+            #expect(info.stdout.contains(field), "\(field)")
+        }
+        #expect(
+            sh("/usr/bin/dpkg-deb", ["-f", deb, "Architecture"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                == sh("/usr/bin/dpkg", ["--print-architecture"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let contents = sh("/usr/bin/dpkg-deb", ["-c", deb]).stdout
+        for file in [
+            "./usr/bin/adcache", "./usr/bin/adcache-launcher", "./usr/share/man/man1/adcache.1.gz",
+            "./usr/share/bash-completion/completions/adcache", "./usr/share/zsh/vendor-completions/_adcache",
+            "./usr/share/fish/vendor_completions.d/adcache.fish", "./etc/adcache.conf",
+            "./lib/systemd/system/adcache-fetch.service", "./lib/systemd/system/adcache-fetch.timer",
+            "./usr/share/doc/adcache/copyright",
+        ] {
+            #expect(contents.contains(" \(file)\n"), "\(file)")
+        }
+        let control = dir.path + "/control"
+        #expect(sh("/usr/bin/dpkg-deb", ["-e", deb, control]).status == 0)
+        #expect(try String(contentsOfFile: control + "/conffiles", encoding: .utf8) == "/etc/adcache.conf\n")
+        let postinst = try String(contentsOfFile: control + "/postinst", encoding: .utf8)
+        #expect(postinst.contains("adduser --system") && postinst.contains("-m 2775 /var/cache/adcache"))
+        #expect(postinst.contains("enable --now adcache-fetch.timer"))
+        #expect(
+            try String(contentsOfFile: control + "/prerm", encoding: .utf8).contains(
+                "disable --now adcache-fetch.timer"))
+        #expect(try String(contentsOfFile: control + "/postrm", encoding: .utf8).contains("rm -rf /var/cache/adcache"))
+        for script in ["postinst", "prerm", "postrm"] {
+            #expect(sh("/bin/sh", ["-n", control + "/" + script]).status == 0, "\(script) parses")
+        }
+        // The packaged binary runs, with the packaged configuration.
+        let extracted = dir.path + "/root"
+        #expect(sh("/usr/bin/dpkg-deb", ["-x", deb, extracted]).status == 0)
+        let version = sh(extracted + "/usr/bin/adcache", ["--version"])
+        #expect(version.stdout.hasPrefix("adcache \(AdCacheVersion.string)"))
+        let config = sh(extracted + "/usr/bin/adcache", ["--config", extracted + "/etc/adcache.conf", "config"])
+        #expect(config.stdout.contains("cache-dir = /var/cache/adcache"), "\(config.stderr)")
+        // lintian: no errors.
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/lintian") {
+            let lint = sh("/usr/bin/lintian", ["--tag-display-limit", "0", deb])
+            let errors = lint.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") }
+            #expect(errors.isEmpty, "\(errors)")
+            print("lintian on the package:\n" + lint.stdout)
+        }
+    }
+}
