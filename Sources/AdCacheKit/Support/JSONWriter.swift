@@ -63,6 +63,12 @@ struct JSONWriter {
 
     mutating func string(_ s: String) {
         out.append(UInt8(ascii: "\""))
+        // Most strings (ids, URLs, hashes) need no escape: copy them whole.
+        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, b])
