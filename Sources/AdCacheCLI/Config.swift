@@ -27,14 +27,14 @@ struct Config {
     ]
 
     /// Every option any command declares, by long name (the first declaration of a name).
-    static var declared: [String: any DeclaredOption] {
+    static let declared: [String: any DeclaredOption] = {
         var all: [String: any DeclaredOption] = [:]
         for option in CLI.specs.flatMap(\.options) + GlobalOptions.all where all[option.spec.long] == nil {
             all[option.spec.long] = option
         }
         for name in ["help", "config"] { all[name] = nil }   // not settings
         return all
-    }
+    }()
 
     /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
     /// the user's (those that exist).
