@@ -63,10 +63,14 @@ struct UsageError: Error {
 }
 
 extension Option where Value == String {
-    static func text(_ long: String, _ placeholder: String, _ help: String, repeatable: Bool = false) -> Option {
-        Option(spec: OptionSpec(long: long, value: placeholder, help: help, repeatable: repeatable, kind: .text)) {
-            v, _ in v
-        }
+    static func text(
+        _ long: String, _ placeholder: String, _ help: String, repeatable: Bool = false, default value: String? = nil
+    ) -> Option {
+        var spec = OptionSpec(
+            long: long, value: placeholder, help: noting(help, value.map { "default: \($0)" }), repeatable: repeatable,
+            kind: .text)
+        spec.defaultValue = value
+        return Option(spec: spec) { v, _ in v }
     }
 
     static func file(_ long: String, _ help: String) -> Option {
@@ -76,6 +80,12 @@ extension Option where Value == String {
     static func directory(_ long: String, _ help: String) -> Option {
         Option(spec: OptionSpec(long: long, value: "<dir>", help: help, kind: .directory)) { v, _ in v }
     }
+}
+
+/// `help` with `note` in parentheses before its final full stop ("Transfers at once (1 to 64).").
+func noting(_ help: String, _ note: String?) -> String {
+    guard let note else { return help }
+    return help.hasSuffix(".") ? String(help.dropLast()) + " (\(note))." : help + " (\(note))"
 }
 
 /// 0.001, 30, 86400: a bound as a person writes it.
@@ -89,7 +99,7 @@ extension Option where Value == Double {
         -> Option
     {
         let bounds = "\(plain(range.lowerBound)) to \(plain(range.upperBound))"
-        let said = help + " (\(bounds)" + (value.map { "; default: \($0)" } ?? "") + ")"
+        let said = noting(help, bounds + (value.map { "; default: \($0)" } ?? ""))
         var spec = OptionSpec(long: long, value: "<sec>", help: said, kind: .seconds(range))
         spec.defaultValue = value == "none" ? nil : value
         return Option(spec: spec) { text, spec in
@@ -104,7 +114,7 @@ extension Option where Value == Double {
 
 extension Option where Value == Int {
     static func integer(_ long: String, _ help: String, range: ClosedRange<Int>, default value: String) -> Option {
-        let said = help + " (\(range.lowerBound) to \(range.upperBound); default: \(value))"
+        let said = noting(help, "\(range.lowerBound) to \(range.upperBound); default: \(value)")
         var spec = OptionSpec(long: long, value: "<n>", help: said, kind: .integer(range))
         spec.defaultValue = value
         return Option(spec: spec) { text, spec in
@@ -121,8 +131,11 @@ extension Option where Value == Int {
 
 extension Option where Value == Int64 {
     /// Bytes, at least `minimum`, with K, M or G (and B or iB).
-    static func size(_ long: String, _ help: String, minimum: Int64 = 0) -> Option {
-        Option(spec: OptionSpec(long: long, value: "<size>", help: help, kind: .size)) { text, spec in
+    static func size(_ long: String, _ help: String, minimum: Int64 = 0, default value: String? = nil) -> Option {
+        var spec = OptionSpec(
+            long: long, value: "<size>", help: noting(help, value.map { "default: \($0)" }), kind: .size)
+        spec.defaultValue = value
+        return Option(spec: spec) { text, spec in
             guard let v = ByteSize.parse(text), v >= minimum else {
                 let least = minimum > 0 ? "a size of at least \(minimum) bytes, " : "a size "
                 throw UsageError(

@@ -39,10 +39,6 @@ enum ConfigCommand: Command {
             if let value = option.spec.defaultValue { lines.append((key, value, "default")) }
             seen.insert(key)
         }
-        for (key, value) in [("placement", "splash"), ("max-asset-size", "100M"), ("max-feed-size", "8M")]
-        where !lines.contains(where: { $0.key == key }) {
-            lines.append((key, value, "default"))
-        }
         lines.sort { $0.key < $1.key }
         for l in lines {
             let text = Console.visible("\(l.key) = \(l.value)")

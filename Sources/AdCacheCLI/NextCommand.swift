@@ -7,7 +7,7 @@ enum NextCommand: Command {
     static let json = Flag("json", "Print one JSON object instead of the path.")
     static let fallback = Option.file("fallback", "When nothing is eligible, print this file's path and exit 0.")
     static let type = Option<AdType>.choice("type", "<type>", "Only ads of this type: image or video.")
-    static let placement = Option.text("placement", "<name>", "Only ads for this placement (default: splash).")
+    static let placement = Option.text("placement", "<name>", "Only ads for this placement.", default: "splash")
     static let cooldown = Option.seconds(
         "cooldown", "Show nothing if any ad was shown less than <sec> seconds ago.", range: 0...31_536_000,
         default: "none")

@@ -414,23 +414,10 @@ extension AdRecord {
                     case "failedLastModified": r.failedLastModified = try s.optString()
                     case "credit": r.credit = try s.optInt()
                     case "hours":
-                        r.schedule.windows = []
-                        var ok = true
-                        try s.array { s in
-                            if let w = Schedule.window(try s.string()) {
-                                r.schedule.windows.append(w)
-                            } else {
-                                ok = false
-                            }
-                        }
-                        if !ok { return false }
+                        guard let windows = Schedule.windows(try s.strings()) else { return false }
+                        r.schedule.windows = windows
                     case "days":
-                        var mask: UInt8 = 0
-                        var ok = true
-                        try s.array { s in
-                            if let d = Schedule.day(try s.string()) { mask |= 1 << UInt8(d) } else { ok = false }
-                        }
-                        if !ok || mask == 0 { return false }
+                        guard let mask = Schedule.dayMask(try s.strings()) else { return false }
                         r.schedule.days = mask
                     default: try s.skip()
                     }
@@ -510,18 +497,8 @@ extension AdRecord {
         w.field("feedType", feedType?.rawValue)
         w.field("fileSha256", fileSha256)
         w.field("freshUntil", freshUntil)
-        if let hours = schedule.hoursText {
-            w.key("hours")
-            w.beginArray()
-            for h in hours { w.key(nil); w.string(h) }
-            w.endArray()
-        }
-        if let days = schedule.daysText {
-            w.key("days")
-            w.beginArray()
-            for d in days { w.key(nil); w.string(d) }
-            w.endArray()
-        }
+        w.field("hours", schedule.hoursText)
+        w.field("days", schedule.daysText)
         w.field("credit", credit)
         w.field("id", id)
         w.field("lastModified", lastModified)

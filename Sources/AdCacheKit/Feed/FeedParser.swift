@@ -175,10 +175,14 @@ struct FeedParser: Sendable {
                         .feed, ad: id, "ad '\(id)': ignoring \"weight\": it must be a whole number from 1 to 1000"))
             }
         }
+        /// A list of strings, or nil when the value is anything else.
+        func strings(_ v: JSONValue) -> [String]? {
+            guard let items = v.arrayValue else { return nil }
+            let texts = items.compactMap(\.stringValue)
+            return texts.count == items.count ? texts : nil
+        }
         if let v = present(o["hours"]) {
-            let texts = v.arrayValue?.compactMap(\.stringValue) ?? []
-            let windows = texts.compactMap(Schedule.window)
-            if case .array(let items) = v, !items.isEmpty, windows.count == items.count {
+            if let windows = strings(v).flatMap(Schedule.windows) {
                 ad.schedule.windows = windows
             } else {
                 warnings.append(
@@ -187,9 +191,8 @@ struct FeedParser: Sendable {
             }
         }
         if let v = present(o["days"]) {
-            let days = (v.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Schedule.day) }
-            if case .array(let items) = v, !items.isEmpty, days.count == items.count {
-                ad.schedule.days = days.reduce(UInt8(0)) { $0 | (1 << UInt8($1)) }
+            if let mask = strings(v).flatMap(Schedule.dayMask) {
+                ad.schedule.days = mask
             } else {
                 warnings.append(
                     Diagnostic(.feed, ad: id, "ad '\(id)': ignoring \"days\": it must be a list of \"mon\" … \"sun\""))

@@ -41,6 +41,19 @@ struct Schedule: Equatable, Sendable {
         dayNames.firstIndex(of: text.lowercased())
     }
 
+    /// A feed's or the index's `hours`: nil unless every one is a window (and there is one).
+    static func windows(_ texts: [String]) -> [Window]? {
+        let windows = texts.compactMap(window)
+        return !texts.isEmpty && windows.count == texts.count ? windows : nil
+    }
+
+    /// A feed's or the index's `days` as a weekday mask: nil unless every one is a day.
+    static func dayMask(_ texts: [String]) -> UInt8? {
+        let days = texts.compactMap(day)
+        guard !texts.isEmpty, days.count == texts.count else { return nil }
+        return days.reduce(UInt8(0)) { $0 | (1 << UInt8($1)) }
+    }
+
     /// Whether `local` (a wall-clock minute on a weekday) is inside.
     func allows(_ local: LocalTime) -> Bool {
         func dayAllowed(_ d: Int) -> Bool { days.map { $0 & (1 << UInt8((d + 7) % 7)) != 0 } ?? true }

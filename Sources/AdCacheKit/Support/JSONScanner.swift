@@ -256,6 +256,13 @@ struct JSONScanner {
         }
     }
 
+    /// An array of strings.
+    mutating func strings() throws -> [String] {
+        var out: [String] = []
+        try array { s in out.append(try s.string()) }
+        return out
+    }
+
     // Optional readers: null is nil.
     mutating func optString() throws -> String? { try null() ? nil : string() }
     mutating func optInt() throws -> Int64? { try null() ? nil : int() }

@@ -111,6 +111,16 @@ struct JSONWriter {
     mutating func field(_ k: String, _ v: Int?) { if let v { key(k); int(Int64(v)) } }
     mutating func field(_ k: String, _ v: Double?) { if let v, v.isFinite { key(k); number(v) } }
     mutating func field(_ k: String, _ v: JSONValue?) { if let v { key(k); value(v) } }
+    mutating func field(_ k: String, _ v: [String]?) {
+        guard let v else { return }
+        key(k)
+        beginArray()
+        for e in v {
+            key(nil)
+            string(e)
+        }
+        endArray()
+    }
 }
 
 /// A JSON document with explicit nulls and keys in the order given (the machine interface of
