@@ -31,7 +31,7 @@ enum ExitCode: Int32 {
     init(_ error: AdCacheError) {
         switch error {
         case .invalidRequest: self = .usage
-        case .feedInvalid: self = .dataError
+        case .feedInvalid, .unknownAd: self = .dataError
         case .feedUnreachable: self = .unavailable
         case .libraryMissing: self = .software
         case .cacheUnwritable: self = .cantCreate
@@ -56,9 +56,12 @@ struct Context {
     /// time, taken as given), else the device's, corrected as the last fetch measured.
     func cache(at: Date? = nil) -> AdCache {
         let console = console
+        var pop = AdCache.ProofOfPlay(deviceId: config.value("device-id"), reportUrl: config.value("report-url"))
+        if let n = config.value("max-events").flatMap(Int.init) { pop.maxEvents = n }
+        if let d = config.value("max-event-age").flatMap(Int.init) { pop.maxEventAge = d }
         return AdCache(
             .init(
-                directory: directory, clock: at.map { .fixed($0) } ?? .system,
+                directory: directory, clock: at.map { .fixed($0) } ?? .system, proofOfPlay: pop,
                 diagnostics: { console.warning($0.message) }))
     }
 }
@@ -72,8 +75,9 @@ func absolutePath(_ path: String) -> String {
 /// environment and file descriptors; tests call it in-process with their own.
 public enum CLI {
     static let commands: [any Command.Type] = [
-        FetchCommand.self, NextCommand.self, PruneCommand.self, ListCommand.self, ClearCommand.self, ConfigCommand.self,
-        HelpCommand.self, CompletionsCommand.self,
+        FetchCommand.self, NextCommand.self, EventCommand.self, ReportCommand.self, StatsCommand.self,
+        PruneCommand.self, ListCommand.self, ClearCommand.self, ConfigCommand.self, HelpCommand.self,
+        CompletionsCommand.self,
     ]
 
     static var specs: [CommandSpec] { commands.map { $0.spec } }

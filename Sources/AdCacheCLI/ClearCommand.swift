@@ -2,11 +2,16 @@ import AdCacheKit
 
 /// `adcache clear`.
 enum ClearCommand: Command {
-    static let spec = CommandSpec(name: "clear", abstract: "Remove every cached ad and file (the directory stays).")
+    static let events = Flag("events", "Also drop the proof-of-play queue and counts (kept otherwise).")
+
+    static let spec = CommandSpec(
+        name: "clear", abstract: "Remove every cached ad and file (the directory stays).",
+        discussion: "The queued proof-of-play events and the counts stay, unless --events: they are billing data.",
+        options: [events])
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals()
-        let n = try context.cache().clear()
+        let n = try context.cache().clear(events: args.has(events))
         if !context.console.quiet { context.console.out("removed \(n) file\(n == 1 ? "" : "s")") }
         return .success
     }

@@ -19,12 +19,9 @@ struct Config {
 
     static let systemFile = "/etc/adcache.conf"
 
-    /// Keys that are not an option of a command yet (`feed` is fetch's argument; the
-    /// proof-of-play keys come with `report`), read as text.
-    static let extraKeys: [String: ValueKind] = [
-        "feed": .text, "device-id": .text, "report-url": .text, "max-events": .integer(1...10_000_000),
-        "max-event-age": .integer(1...365),
-    ]
+    /// Keys that are no command's option (`feed` is fetch's argument; the device id and the
+    /// report URL are settings of the cache), read as text.
+    static let extraKeys: [String: ValueKind] = ["feed": .text, "device-id": .text, "report-url": .text]
 
     /// Every option any command declares, by long name (the first declaration of a name).
     static let declared: [String: any DeclaredOption] = {
@@ -85,12 +82,10 @@ struct Config {
                             message:
                                 "\(at): \(e.message.replacingOccurrences(of: "option '--\(key)'", with: "'\(key)'"))")
                     }
-                } else if let kind = extraKeys[key] {
-                    if case .integer(let range) = kind, !(Int(value).map(range.contains) ?? false) {
-                        throw UsageError(
-                            message:
-                                "\(at): '\(key)' needs a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(value)')"
-                        )
+                } else if extraKeys[key] != nil {
+                    let lower = value.lowercased()
+                    if key == "report-url", !(lower.hasPrefix("http://") || lower.hasPrefix("https://")) {
+                        throw UsageError(message: "\(at): 'report-url' needs an http or https URL (got '\(value)')")
                     }
                 } else {
                     let guess = ArgumentParser.nearest(key, among: Array(declared.keys) + Array(extraKeys.keys))

@@ -27,6 +27,7 @@ enum FetchCommand: Command {
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")
+    static let noReport = Flag("no-report", "Do not deliver the queued proof-of-play events first.")
 
     static let spec = CommandSpec(
         name: "fetch",
@@ -38,9 +39,19 @@ enum FetchCommand: Command {
         ],
         options: [
             timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert,
-            jitter, revalidate, progress, noProgress, json,
+            jitter, revalidate, noReport, progress, noProgress, json,
         ]
     )
+
+    /// `--cacert`, made absolute and checked readable.
+    static func caFile(_ args: ParsedArguments) throws -> String? {
+        guard let ca = try args.get(cacert) else { return nil }
+        let path = absolutePath(ca)
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            throw args.usage("option '--cacert': cannot read '\(ca)'")
+        }
+        return path
+    }
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals(allowed: 1)
@@ -64,13 +75,8 @@ enum FetchCommand: Command {
             }
             options.headers.append(h)
         }
-        if let ca = try args.get(cacert) {
-            let path = absolutePath(ca)
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                throw args.usage("option '--cacert': cannot read '\(ca)'")
-            }
-            options.caFile = path
-        }
+        options.caFile = try caFile(args)
+        options.report = !args.has(noReport)
         if args.has(progress) && args.has(noProgress) {
             throw args.usage("'--progress' and '--no-progress' cannot go together")
         }

@@ -32,13 +32,16 @@ public final class AdCache {
         public var clock: Clock
         /// Where warnings go.
         public var diagnostics: @Sendable (Diagnostic) -> Void
+        /// Device id, report URL and the queue's bounds (SPEC §8).
+        public var proofOfPlay: ProofOfPlay
 
         public init(
-            directory: String, clock: Clock = .system,
+            directory: String, clock: Clock = .system, proofOfPlay: ProofOfPlay = ProofOfPlay(),
             diagnostics: @escaping @Sendable (Diagnostic) -> Void = { _ in }
         ) {
             self.directory = directory
             self.clock = clock
+            self.proofOfPlay = proofOfPlay
             self.diagnostics = diagnostics
         }
 
@@ -76,18 +79,102 @@ public final class AdCache {
         let fetcher = Fetcher(store: store, options: options, warn: configuration.diagnostics)
         fetcher.clock = configuration.clock
         fetcher.onProgress = progress
+        let warn = configuration.diagnostics
+        fetcher.beforeFeed = { settings in
+            // A failed report step is a warning; it never changes the fetch (SPEC §4).
+            do {
+                if options.report {
+                    _ = try self.reporter.run(settings)
+                } else {
+                    try self.fold()
+                }
+            } catch let e as AdCacheError {
+                warn(Diagnostic(.report, "events not reported: \(e.message)"))
+            } catch {
+                warn(Diagnostic(.report, "events not reported: \(error)"))
+            }
+        }
         return try fetcher.run()
     }
 
     /// What this launch shows, with the show recorded (unless `options.peek`) before it
-    /// returns. Never touches the network.
+    /// returns — and the ad's impression queued in the same step. Never touches the network.
     public func next(_ options: NextOptions = NextOptions()) throws -> NextResult {
-        try Selector(store: store, warn: configuration.diagnostics).decide(options, at: moment)
+        try Selector(store: store, proofOfPlay: configuration.proofOfPlay, warn: configuration.diagnostics)
+            .decide(options, at: moment)
+    }
+
+    /// Records that ad `id` was clicked, skipped or played to its end, and queues that
+    /// event's trackers (SPEC §8). Never touches the network. Throws `unknownAd` when the
+    /// cache holds no ad with that id.
+    public func event(_ event: AdEvent, id: String) throws {
+        guard store.exists else { throw AdCacheError.unknownAd("no ad '\(id)' in the cache (it is empty)") }
+        try store.withIndexLock {
+            let index = try store.loadLocked(warn: configuration.diagnostics).index
+            guard let ad = index.ads.first(where: { $0.id == id }) else {
+                throw AdCacheError.unknownAd("no ad '\(id)' in the cache")
+            }
+            let record = configuration.proofOfPlay.record(
+                event.rawValue, of: ad, at: moment.resolve(index), reportUrl: index.reportUrl)
+            try store.journal.append(record)
+        }
+    }
+
+    /// Delivers the queued events now (what `fetch` does first).
+    public func report(_ options: ReportOptions = ReportOptions()) throws -> ReportResult {
+        try options.validate()
+        var settings = options.transfer
+        if let seconds = options.deadline { settings.deadline = monotonicNow() + seconds }
+        var pop = configuration.proofOfPlay
+        if let n = options.maxEvents { pop.maxEvents = n }
+        if let d = options.maxEventAge { pop.maxEventAge = d }
+        return try reporter(pop).run(settings)
+    }
+
+    /// Proof of play: per ad and local day, shows and events; and the queue's figures.
+    /// Reads only (the journal's events not folded yet are counted too).
+    public func stats(_ options: StatsOptions = StatsOptions()) throws -> Stats {
+        let index = try store.load(warn: configuration.diagnostics)
+        var log = try store.loadEvents(warn: configuration.diagnostics, setAside: false)
+        let t = moment.resolve(index)
+        log.fold(try store.journal.read(warn: { _ in }), bounds: configuration.proofOfPlay.bounds, now: t)
+        let first = options.since.map { Time.localDay($0.timeIntervalSince1970) } ?? Time.localDay(t) - options.days + 1
+        var stats = Stats()
+        for (day, ads) in log.days.sorted(by: { $0.key < $1.key }) where day >= first {
+            for (id, c) in ads.sorted(by: { $0.key < $1.key }) {
+                stats.days.append(
+                    Stats.Day(
+                        day: Time.formatDay(day), id: id, shows: c.shows, clicks: c.clicks, skips: c.skips,
+                        completes: c.completes))
+            }
+        }
+        stats.pending = log.pending
+        stats.delivered = log.delivered
+        stats.droppedPermanent = log.droppedPermanent
+        stats.droppedAge = log.droppedAge
+        stats.droppedOverflow = log.droppedOverflow
+        stats.oldestPending = log.queue.map(\.at).min().map(Date.init(timeIntervalSince1970:))
+        return stats
+    }
+
+    var reporter: Reporter { reporter(configuration.proofOfPlay) }
+
+    func reporter(_ pop: ProofOfPlay) -> Reporter {
+        let moment = moment
+        return Reporter(store: store, proofOfPlay: pop, now: { moment.resolve($0) }, warn: configuration.diagnostics)
+    }
+
+    /// Folds the journal into the index and the event queue (no network).
+    func fold() throws {
+        let moment = moment
+        try store.foldJournal(
+            bounds: configuration.proofOfPlay.bounds, now: { moment.resolve($0) }, warn: configuration.diagnostics)
     }
 
     /// Deletes what can no longer be shown, then evicts to `options.maxSize`.
     public func prune(_ options: PruneOptions = PruneOptions()) throws -> PruneReport {
-        try Pruner(store: store, warn: configuration.diagnostics).run(options, at: moment)
+        if store.exists, !options.dryRun { try fold() }
+        return try Pruner(store: store, warn: configuration.diagnostics).run(options, at: moment)
     }
 
     /// Every ad the cache knows, with its state now.
@@ -103,8 +190,14 @@ public final class AdCache {
     }
 
     /// Removes every cached ad and file (the directory stays); returns how many files went.
-    public func clear() throws -> Int {
-        try store.clear()
+    /// The event queue and the counts stay (billing data), unless `events`.
+    public func clear(events: Bool = false) throws -> Int {
+        let moment = moment
+        let pop = configuration.proofOfPlay
+        let warn = configuration.diagnostics
+        return try store.clear(events: events) {
+            try store.foldJournalLocked(bounds: pop.bounds, now: { moment.resolve($0) }, warn: warn)
+        }
     }
 
     /// This version of adcache.
@@ -117,6 +210,11 @@ public final class AdCache {
     /// integer Unix seconds (milliseconds from 100000000000 up). Nil for anything else.
     public static func parseTime(_ text: String) -> Date? {
         Time.parse(text).map { Date(timeIntervalSince1970: $0) }
+    }
+
+    /// RFC 3339 in UTC, as adcache prints times.
+    public static func formatTime(_ date: Date) -> String {
+        Time.format(date.timeIntervalSince1970)
     }
 }
 
@@ -173,6 +271,8 @@ public struct FetchOptions: Sendable {
     public var revalidate = false
     /// Say the feed's warnings on every run, not only when its content changed.
     public var warnAlways = false
+    /// Deliver the queued events before the feed (SPEC §4: `--no-report` skips that).
+    public var report = true
     /// Polled while the fetch runs: returning true stops it (as SIGINT does in the command
     /// line) — transfers stop, partial files are kept, what finished is committed.
     public var isCancelled: (@Sendable () -> Bool)? {
@@ -221,6 +321,69 @@ public struct NextOptions: Sendable {
         self.type = type
         self.placement = placement
         self.cooldown = cooldown
+    }
+}
+
+/// How `report` delivers the queue.
+public struct ReportOptions: Sendable {
+    var transfer = TransferSettings()
+    /// The connect time, and the longest stretch without a byte, per delivery.
+    public var timeout: Double {
+        get { transfer.timeout }
+        set { transfer.timeout = newValue }
+    }
+    /// Stop the run this many seconds after it starts; what is undelivered stays queued.
+    public var deadline: Double?
+    public var parallel: Int {
+        get { transfer.parallel }
+        set { transfer.parallel = newValue }
+    }
+    public var retries: Int {
+        get { transfer.retries }
+        set { transfer.retries = newValue }
+    }
+    public var caFile: String? {
+        get { transfer.caFile }
+        set { transfer.caFile = newValue }
+    }
+    public var userAgent: String? {
+        get { transfer.userAgent }
+        set { transfer.userAgent = newValue }
+    }
+    /// Override the configuration's bounds for this run.
+    public var maxEvents: Int?
+    public var maxEventAge: Int?
+    /// Polled while deliveries run: true stops them (what finished is recorded).
+    public var isCancelled: (@Sendable () -> Bool)? {
+        get { transfer.isCancelled }
+        set { transfer.isCancelled = newValue }
+    }
+
+    public init() {}
+
+    func validate() throws {
+        func check(_ ok: Bool, _ what: String) throws {
+            if !ok { throw AdCacheError.invalidRequest(what) }
+        }
+        try check(timeout > 0 && timeout.isFinite, "the timeout must be a positive number of seconds")
+        try check(deadline.map { $0 > 0 && $0.isFinite } ?? true, "the deadline must be a positive number of seconds")
+        try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
+        try check((0...20).contains(retries), "retries must be 0 to 20")
+        try check(maxEvents.map { $0 >= 1 } ?? true, "max-events must be at least 1")
+        try check(maxEventAge.map { $0 >= 1 } ?? true, "max-event-age must be at least 1 day")
+    }
+}
+
+/// What `stats` covers.
+public struct StatsOptions: Sendable {
+    /// From this time's local day on (wins over `days`).
+    public var since: Date?
+    /// The last this many local days, today included (1 to 90).
+    public var days = 30
+
+    public init(since: Date? = nil, days: Int = 30) {
+        self.since = since
+        self.days = days
     }
 }
 
@@ -393,6 +556,44 @@ public struct FetchReport: Sendable {
         let noun = ads.count == 1 ? "ad" : "ads"
         return "\(ads.count) \(noun): " + parts.joined(separator: ", ")
     }
+}
+
+/// What one `report` run did: deliveries (one per tracker URL, one per event in a batch).
+public struct ReportResult: Sendable, Equatable {
+    public var delivered = 0
+    /// Still queued afterwards (in all, not only this run's).
+    public var pending = 0
+    /// Dropped in this run for good (a permanent answer, or nowhere to send it).
+    public var dropped = 0
+
+    public init(delivered: Int = 0, pending: Int = 0, dropped: Int = 0) {
+        self.delivered = delivered
+        self.pending = pending
+        self.dropped = dropped
+    }
+}
+
+/// Proof of play (`stats`).
+public struct Stats: Sendable {
+    public struct Day: Sendable, Equatable {
+        /// The local day, `YYYY-MM-DD`.
+        public var day: String
+        public var id: String
+        public var shows: Int64
+        public var clicks: Int64
+        public var skips: Int64
+        public var completes: Int64
+    }
+
+    public var days: [Day] = []
+    /// Deliveries queued, delivered and dropped over the cache's whole life.
+    public var pending: Int64 = 0
+    public var delivered: Int64 = 0
+    public var droppedPermanent: Int64 = 0
+    public var droppedAge: Int64 = 0
+    public var droppedOverflow: Int64 = 0
+    /// The time of the oldest event still queued.
+    public var oldestPending: Date?
 }
 
 /// What `prune` removed.

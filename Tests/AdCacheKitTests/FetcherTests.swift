@@ -807,6 +807,10 @@ final class Counter: @unchecked Sendable {
         value += 1
         return value - 1
     }
+    var count: Int {
+        lock.lock(); defer { lock.unlock() }
+        return value
+    }
 }
 
 /// A value a server closure reads while the test changes it.

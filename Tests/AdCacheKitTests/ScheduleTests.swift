@@ -139,7 +139,7 @@ import Testing
         try f.save([f.ready("c") { $0.weight = 4 }, f.ready("a") { $0.weight = 4 }, f.ready("b") { $0.weight = 4 }])
         let cache = f.cache(at: now)
         #expect(try (0..<6).map { _ in try cache.shown()?.id } == ["a", "b", "c", "a", "b", "c"])
-        #expect(try f.index().ads.allSatisfy { $0.credit == nil }, "no rotation state for equal weights")
+        #expect(try f.index().ads.allSatisfy { $0.picks == nil }, "no rotation state for equal weights")
     }
 
     /// A clock set back never lifts a daily cap: a day before the last one counted counts as it.

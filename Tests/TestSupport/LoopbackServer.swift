@@ -17,6 +17,8 @@ public final class LoopbackServer: @unchecked Sendable {
         public var method: String
         public var path: String
         public var headers: [String: String]
+        /// The request's body (a POST's), as Content-Length announced it.
+        public var body: [UInt8] = []
         /// When it arrived (seconds on the monotonic clock).
         public var receivedAt: Double = monotonicNow()
 
@@ -95,7 +97,8 @@ public final class LoopbackServer: @unchecked Sendable {
     private var stopped = false
     private let handler: @Sendable (Request) -> Response
 
-    public init(handler: @escaping @Sendable (Request) -> Response) throws {
+    /// Listens on `port` (0: any free port, read back).
+    public init(port wanted: Int = 0, handler: @escaping @Sendable (Request) -> Response) throws {
         self.handler = handler
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -104,7 +107,7 @@ public final class LoopbackServer: @unchecked Sendable {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
+        addr.sin_port = UInt16(wanted).bigEndian
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
@@ -176,7 +179,17 @@ public final class LoopbackServer: @unchecked Sendable {
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
                 in: .whitespaces)
         }
-        let request = Request(method: String(parts[0]), path: String(parts[1]), headers: headers)
+        var request = Request(method: String(parts[0]), path: String(parts[1]), headers: headers)
+        if let length = headers["content-length"].flatMap(Int.init), length > 0, length < 1 << 26 {
+            let headEnd = (data.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound) ?? data.count
+            var body = Array(data[headEnd...])
+            while body.count < length {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                body.append(contentsOf: buffer[0..<n])
+            }
+            request.body = Array(body.prefix(length))
+        }
         lock.lock()
         let isStopped = stopped
         if !isStopped { requests.append(request) }

@@ -58,6 +58,20 @@ final class CacheStore {
     struct Loaded {
         var index: CacheIndex
         var recovered = false
+        /// The journal held shows the index on disk does not (see `Journal`).
+        var unfolded = false
+    }
+
+    /// Shows and events appended since the last fold.
+    var journal: Journal { Journal(path: directory + "/journal") }
+
+    /// Applies the journal's records that `index` does not hold yet (SPEC §6: show counts
+    /// survive a recovery to the previous generation). True when there were some.
+    @discardableResult
+    func applyJournal(_ index: inout CacheIndex, warn: WarningSink) throws -> Bool {
+        let seq = index.journalSeq
+        index.apply(try journal.read(warn: warn))
+        return index.journalSeq != seq
     }
 
     /// Reads the index without a lock (it is only ever replaced whole, so what we read is
@@ -65,16 +79,25 @@ final class CacheStore {
     /// cannot be parsed is read from the previous generation instead, with a warning. Records
     /// that cannot be trusted are left out, each with a warning (SPEC §6).
     func load(warn: WarningSink) throws -> CacheIndex {
+        var index: CacheIndex
         switch try read(indexPath) {
-        case .success(let decoded): return decoded.index(warn: warn)
-        case .failure(let unreadable): return try fallBack(unreadable.reason, movedTo: nil, warn: warn).index
+        case .success(let decoded): index = decoded.index(warn: warn)
+        case .failure(let unreadable): index = try fallBack(unreadable.reason, movedTo: nil, warn: warn).index
         }
+        try applyJournal(&index, warn: warn)
+        return index
     }
 
     /// As `load`, for a caller that holds the index lock and may write: an index that cannot
     /// be parsed is moved aside (`index.json.corrupt-<time>`, never over an earlier one) and
     /// the previous generation, if readable, takes its place.
     func loadLocked(warn: WarningSink) throws -> Loaded {
+        var loaded = try loadLockedIndex(warn: warn)
+        loaded.unfolded = try applyJournal(&loaded.index, warn: warn)
+        return loaded
+    }
+
+    private func loadLockedIndex(warn: WarningSink) throws -> Loaded {
         switch try read(indexPath) {
         case .success(let decoded): return Loaded(index: decoded.index(warn: warn))
         case .failure(let unreadable):
@@ -237,8 +260,19 @@ enum IndexCoder {
                 case "clockOffset": decoded.index.clockOffset = try s.lenient { try $0.optDouble() } ?? nil
                 case "rotations":
                     _ = try s.lenient { s in
-                        try s.object { s, key in decoded.index.rotations[key] = try s.string() }
+                        try s.object { s, key in
+                            let text = try s.string()   // "signature epoch rounds"
+                            let parts = text.split(separator: " ")
+                            if parts.count == 3, let epoch = Int64(parts[1]), let rounds = Int64(parts[2]),
+                                AdRecord.counts.contains(epoch), AdRecord.counts.contains(rounds)
+                            {
+                                decoded.index.rotations[key] = Rotation(
+                                    signature: String(parts[0]), epoch: epoch, rounds: rounds)
+                            }
+                        }
                     }
+                case "journalSeq": decoded.index.journalSeq = try s.lenient { try $0.int() } ?? 0
+                case "reportUrl": decoded.index.reportUrl = try s.lenient { try $0.optString() } ?? nil
                 case "ads":
                     var ids = Set<String>()
                     try s.array { s in
@@ -272,6 +306,11 @@ enum IndexCoder {
                 if showSeq != nil {
                     decoded.repair(nil, "the show counter was out of range; restarted it at \(highest)")
                 }
+            }
+            // Journal records up to this number are in the index: never more than it counted.
+            if !(0...decoded.index.showSeq).contains(decoded.index.journalSeq) {
+                decoded.index.journalSeq = decoded.index.showSeq
+                decoded.repair(nil, "the journal mark was out of range; set it to the show counter")
             }
             if let offset = decoded.index.clockOffset, !(abs(offset) < 1e10) {
                 decoded.index.clockOffset = nil
@@ -308,11 +347,15 @@ enum IndexCoder {
             w.endObject()
         }
         w.field("clockOffset", index.clockOffset)
+        w.field("journalSeq", index.journalSeq)
         w.field("lastShown", index.lastShown)
+        w.field("reportUrl", index.reportUrl)
         if !index.rotations.isEmpty {
             w.key("rotations")
             w.beginObject()
-            for k in index.rotations.keys.sorted() { w.field(k, index.rotations[k]) }
+            for (k, r) in index.rotations.sorted(by: { $0.key < $1.key }) {
+                w.field(k, "\(r.signature) \(r.epoch) \(r.rounds)")
+            }
             w.endObject()
         }
         w.field("showSeq", index.showSeq)
@@ -412,7 +455,12 @@ extension AdRecord {
                     case "retryAt": r.retryAt = try s.optDouble()
                     case "failedEtag": r.failedEtag = try s.optString()
                     case "failedLastModified": r.failedLastModified = try s.optString()
-                    case "credit": r.credit = try s.optInt()
+                    case "picks": r.picks = try s.optInt()
+                    case "pickEpoch": r.pickEpoch = try s.optInt()
+                    case "tracking":
+                        var tracking: [String: [String]] = [:]
+                        try s.object { s, event in tracking[event] = try s.strings() }
+                        r.tracking = tracking
                     case "hours":
                         guard let windows = Schedule.windows(try s.strings()) else { return false }
                         r.schedule.windows = windows
@@ -443,7 +491,10 @@ extension AdRecord {
 
     /// Why this record's counts or times cannot be trusted, or nil.
     var implausibility: String? {
-        for (name, v) in [("shows", shows), ("showsOnDay", showsOnDay), ("lastShowSeq", lastShowSeq)]
+        for (name, v) in [
+            ("shows", shows), ("showsOnDay", showsOnDay), ("lastShowSeq", lastShowSeq), ("picks", picks),
+            ("pickEpoch", pickEpoch),
+        ]
             as [(String, Int64?)]
         {
             if let v, !Self.counts.contains(v) { return "its \"\(name)\" (\(v)) is not a count" }
@@ -465,9 +516,6 @@ extension AdRecord {
         if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
         if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
         if !FeedAd.weightRange.contains(weight) { return "its \"weight\" (\(weight)) is out of range" }
-        if let c = credit, !(-(Int64(1) << 40)...(Int64(1) << 40)).contains(c) {
-            return "its \"credit\" is out of range"
-        }
         return nil
     }
 
@@ -499,7 +547,6 @@ extension AdRecord {
         w.field("freshUntil", freshUntil)
         w.field("hours", schedule.hoursText)
         w.field("days", schedule.daysText)
-        w.field("credit", credit)
         w.field("id", id)
         w.field("lastModified", lastModified)
         w.field("lastShowSeq", lastShowSeq)
@@ -508,6 +555,8 @@ extension AdRecord {
         w.field("maxShowsPerDay", maxShowsPerDay)
         w.field("meta", meta)
         w.field("minInterval", minInterval)
+        w.field("pickEpoch", pickEpoch)
+        w.field("picks", picks)
         w.field("placement", placement)
         w.field("priority", priority)
         w.field("retryAt", retryAt)
@@ -517,6 +566,12 @@ extension AdRecord {
         w.field("showsOnDay", showsOnDay)
         w.field("start", start)
         w.field("state", state.rawValue)
+        if !tracking.isEmpty {
+            w.key("tracking")
+            w.beginObject()
+            for (event, urls) in tracking.sorted(by: { $0.key < $1.key }) { w.field(event, urls) }
+            w.endObject()
+        }
         w.field("type", type?.rawValue)
         w.field("url", url)
         if weight != 1 { w.field("weight", weight) }
@@ -535,11 +590,19 @@ extension CacheStore {
     /// `adcache clear`: every ad and file goes; the directory stays. The index goes first, so
     /// that a crash part-way leaves files no index names (orphans), never a record naming a
     /// deleted file. Returns the number of files removed.
-    func clear() throws -> Int {
+    /// The journal is folded first (`fold`, under the same lock: no show slips between), so
+    /// the event queue and the counts keep everything — unless `events`, which drops them too.
+    func clear(events: Bool, fold: () throws -> Void) throws -> Int {
         guard exists else { return 0 }
         let fetchLock = try acquireFetchLock()
         defer { fetchLock.unlock() }
         return try withIndexLock {
+            if events {
+                FileIO.remove(journal.path)
+                FileIO.remove(eventsPath)
+            } else {
+                try fold()
+            }
             for name in FileIO.list(directory) where name == "index.json" || name.hasPrefix("index.json.") {
                 FileIO.remove(directory + "/" + name)
             }

@@ -50,8 +50,12 @@ struct AdRecord: Equatable, Sendable {
     var error: String?
     /// Share of voice among eligible ads of equal priority (1 to 1000).
     var weight: Int64 = 1
-    /// Smooth weighted round-robin credit (see `SelectionPolicy`).
-    var credit: Int64?
+    /// Times shown in the weighted rotation that began at show number `pickEpoch` (see
+    /// `SelectionPolicy.rotate`).
+    var picks: Int64?
+    var pickEpoch: Int64?
+    /// Proof of play (SPEC §8): event name → tracker URLs, macros not yet expanded.
+    var tracking: [String: [String]] = [:]
     /// When in the local week it may be shown.
     var schedule = Schedule()
     /// Failures for good in a row of this asset (`failedFor`: what they were against), and
@@ -104,6 +108,7 @@ struct AdRecord: Equatable, Sendable {
         meta = ad.meta
         weight = ad.weight
         schedule = ad.schedule
+        tracking = ad.tracking
     }
 
     /// Forgets an earlier failure for good (the asset now downloaded, or changed).
@@ -171,9 +176,13 @@ struct CacheIndex: Equatable, Sendable {
     var showSeq: Int64 = 0
     /// The last show of any ad (for `next --cooldown`).
     var lastShown: Double?
-    /// Each weighted rotation's set of ads (placement and type → a digest of ids and
-    /// weights): when the set changes, the rotation's credits start over.
-    var rotations: [String: String] = [:]
+    /// Each weighted rotation (placement and type → its set of ads and how far it went).
+    var rotations: [String: Rotation] = [:]
+    /// The show number of the last record of the show journal folded into this index: later
+    /// records are applied when it is loaded (SPEC §6, §7).
+    var journalSeq: Int64 = 0
+    /// The feed's top-level `reportUrl` (SPEC §8).
+    var reportUrl: String?
     /// Seconds to add to the device clock (the feed server's `Date` minus the device's,
     /// when they differed by more than 300 s at the last fetch that measured).
     var clockOffset: Double?
@@ -182,4 +191,15 @@ struct CacheIndex: Equatable, Sendable {
     static let currentVersion = 1
 
     init() {}
+}
+
+/// A smooth weighted round-robin among a set of ads (`SelectionPolicy.rotate`): after
+/// `rounds` shows since it began, an ad's credit is `rounds × weight − total × picks`, so
+/// a show changes only two numbers and the journal can replay it.
+struct Rotation: Equatable, Sendable {
+    /// A digest of the ids and weights: when the set changes, the rotation starts over.
+    var signature: String
+    /// The show number that began it: an ad's `picks` count only when its `pickEpoch` is this.
+    var epoch: Int64
+    var rounds: Int64
 }

@@ -108,6 +108,17 @@ final class EasyTransfer {
         checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "", "CURLOPT_ACCEPT_ENCODING") }
 
+        if let body = request.postBody {
+            checked(
+                adc_easy_setopt_offt(api.setopt, handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)),
+                "CURLOPT_POSTFIELDSIZE_LARGE")
+            var copy = body
+            copy.withUnsafeMutableBytes { raw in
+                checked(
+                    adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_COPYPOSTFIELDS, raw.baseAddress),
+                    "CURLOPT_COPYPOSTFIELDS")
+            }
+        }
         var headers = request.headers
         if let etag = request.ifNoneMatch { headers.append("If-None-Match: \(etag)") }
         if let date = request.ifModifiedSince { headers.append("If-Modified-Since: \(date)") }
@@ -188,6 +199,7 @@ final class EasyTransfer {
         }
         guard writingBody else { return bytes.count }   // an error page: read and dropped
 
+        if case .discard = request.destination { return bytes.count }
         let total = (response.resumed ? resumeOffset : 0) + response.bytesReceived + Int64(bytes.count)
         if total > request.maxBytes {
             failure = .tooLarge(request.maxBytes)
@@ -195,6 +207,8 @@ final class EasyTransfer {
         }
         response.bytesReceived += Int64(bytes.count)
         switch request.destination {
+        case .discard:
+            break
         case .memory:
             response.body.append(contentsOf: bytes)
         case .file:

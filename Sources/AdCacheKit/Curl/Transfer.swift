@@ -9,6 +9,8 @@ struct TransferRequest: Sendable {
         /// Streamed to a partial download (an asset in `partial/`), which an interrupted
         /// transfer leaves for the next one to resume.
         case file(PartialDownload)
+        /// Read and dropped (a tracker's pixel, a report's answer).
+        case discard
     }
 
     var url: String
@@ -24,6 +26,8 @@ struct TransferRequest: Sendable {
     /// Follow redirects (up to `maxRedirects`); the feed with custom headers follows them
     /// itself, to drop the headers at another origin.
     var followRedirects = true
+    /// POST these bytes (with a `Content-Type` in `headers`) instead of a GET.
+    var postBody: [UInt8]?
 
     init(url: String, destination: Destination, maxBytes: Int64) {
         self.url = url

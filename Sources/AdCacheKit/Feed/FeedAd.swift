@@ -21,7 +21,11 @@ struct FeedAd: Equatable, Sendable {
     var weight: Int64 = 1
     /// When in the local week it may be shown.
     var schedule = Schedule()
+    /// Proof of play (SPEC §8): event name → the http/https URLs to call when it happens.
+    var tracking: [String: [String]] = [:]
 
+    /// The events a feed may track.
+    static let trackedEvents = ["impression", "click", "skip", "complete"]
     static let defaultDuration = 5
     /// The countdowns a feed may ask for (SPEC §2).
     static let durationRange = 3...5
@@ -38,4 +42,6 @@ struct FeedAd: Equatable, Sendable {
 struct Feed: Sendable {
     var ads: [FeedAd]
     var warnings: [Diagnostic]
+    /// The top-level `reportUrl`: where events are POSTed in batches (SPEC §8).
+    var reportUrl: String?
 }

@@ -29,6 +29,14 @@ struct FeedParser: Sendable {
     func parse(_ json: JSONValue) throws -> Feed {
         var warnings: [Diagnostic] = []
         let items: [JSONValue]
+        var reportUrl: String?
+        if case .object(let o) = json, let v = present(o["reportUrl"]) {
+            if let s = v.stringValue, Self.isWebURL(s) {
+                reportUrl = s
+            } else {
+                warnings.append(Diagnostic(.feed, "ignoring the feed's \"reportUrl\": not an http or https URL"))
+            }
+        }
         switch json {
         case .array(let a):
             items = a
@@ -71,7 +79,13 @@ struct FeedParser: Sendable {
                 warnings.append(Diagnostic(.feed, ad: e.id, "skipping \(e.name): \(e.reason)"))
             }
         }
-        return Feed(ads: ads, warnings: warnings)
+        return Feed(ads: ads, warnings: warnings, reportUrl: reportUrl)
+    }
+
+    /// An absolute http or https URL with a host.
+    static func isWebURL(_ s: String) -> Bool {
+        guard let u = URL(string: s), let scheme = u.scheme?.lowercased() else { return false }
+        return (scheme == "http" || scheme == "https") && u.host?.isEmpty == false
     }
 
     struct AdError: Error {
@@ -157,9 +171,7 @@ struct FeedParser: Sendable {
             }
         }
         if let v = present(o["clickUrl"]) {
-            if let s = v.stringValue, let u = URL(string: s), let scheme = u.scheme?.lowercased(),
-                scheme == "http" || scheme == "https", u.host?.isEmpty == false
-            {
+            if let s = v.stringValue, Self.isWebURL(s) {
                 ad.clickUrl = s
             } else {
                 warnings.append(
@@ -198,6 +210,7 @@ struct FeedParser: Sendable {
                     Diagnostic(.feed, ad: id, "ad '\(id)': ignoring \"days\": it must be a list of \"mon\" … \"sun\""))
             }
         }
+        ad.tracking = tracking(o, id: id, warnings: &warnings)
         if let v = present(o["meta"]) {
             if case .object = v {
                 ad.meta = v
@@ -207,6 +220,48 @@ struct FeedParser: Sendable {
             }
         }
         return ad
+    }
+
+    /// `tracking` (event → URLs) with its aliases `impressionUrls` and `clickTrackingUrls`
+    /// (SPEC §2): other events, other schemes and values that are not strings are dropped,
+    /// each with a warning.
+    func tracking(_ o: [String: JSONValue], id: String, warnings: inout [Diagnostic]) -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        func add(_ event: String, _ value: JSONValue, field: String) {
+            guard let items = value.arrayValue else {
+                warnings.append(
+                    Diagnostic(.feed, ad: id, "ad '\(id)': ignoring \"\(field)\": it is not a list of URLs"))
+                return
+            }
+            for item in items {
+                guard let s = item.stringValue, Self.isWebURL(s) else {
+                    warnings.append(
+                        Diagnostic(.feed, ad: id, "ad '\(id)': dropping a \(event) tracker: not an http or https URL"))
+                    continue
+                }
+                if !(result[event] ?? []).contains(s) { result[event, default: []].append(s) }
+            }
+        }
+        if let v = present(o["tracking"]) {
+            if case .object(let events) = v {
+                for name in events.keys.sorted() {
+                    guard FeedAd.trackedEvents.contains(name) else {
+                        warnings.append(
+                            Diagnostic(
+                                .feed, ad: id,
+                                "ad '\(id)': ignoring the tracking event '\(name)': not one of \(FeedAd.trackedEvents.joined(separator: ", "))"
+                            ))
+                        continue
+                    }
+                    if let urls = present(events[name]) { add(name, urls, field: "tracking.\(name)") }
+                }
+            } else {
+                warnings.append(Diagnostic(.feed, ad: id, "ad '\(id)': ignoring \"tracking\": it is not an object"))
+            }
+        }
+        if let v = present(o["impressionUrls"]) { add("impression", v, field: "impressionUrls") }
+        if let v = present(o["clickTrackingUrls"]) { add("click", v, field: "clickTrackingUrls") }
+        return result
     }
 
     /// A JSON value that is there and not null.

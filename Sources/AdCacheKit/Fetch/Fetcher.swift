@@ -18,6 +18,8 @@ final class Fetcher {
     var onProgress: ((FetchProgress) -> Void)?
     /// Now, for expiry: the device clock corrected by `clockOffset` (or a fixed time).
     var clock: AdCache.Clock = .system
+    /// Runs once the fetch lock is held, before the feed (`fetch` delivers the event queue).
+    var beforeFeed: ((TransferSettings) -> Void)?
     /// The feed server's clock minus the device's, when they differ by more than
     /// `clockTolerance` (the last measurement's until this run measures).
     private(set) var clockOffset: Double?
@@ -55,6 +57,8 @@ final class Fetcher {
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
         defer { fetchLock.unlock() }
+        // Proof of play first (SPEC §4): the queued events, before the feed.
+        beforeFeed?(options.transfer)
 
         let before = try store.load(warn: warn)
         clockOffset = before.clockOffset
@@ -83,7 +87,9 @@ final class Fetcher {
             }
         } else {
             // 304: the feed is as it was; refresh the assets of the ads we have.
-            feed = Feed(ads: before.ads.filter { $0.state != .withdrawn }.map(\.feedAd), warnings: [])
+            feed = Feed(
+                ads: before.ads.filter { $0.state != .withdrawn }.map(\.feedAd), warnings: [],
+                reportUrl: before.reportUrl)
         }
         // The feed's warnings, when its content is new (or always with -v): not every half hour.
         let feedDigest = download.body.flatMap { try? SHA256Hasher.hex(bytes: $0) } ?? previous?.sha256
@@ -115,7 +121,7 @@ final class Fetcher {
         feedState.freshUntil = download.freshUntil
         // A feed read from standard input is not one a bare `fetch` can read again.
         let remembered = source.isStandardInput ? before.feed : feedState
-        try commit(feed.ads, results: results, feedState: remembered, clockOffset: clockOffset)
+        try commit(feed, results: results, feedState: remembered, clockOffset: clockOffset)
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
         report.interrupted = options.isCancelled?() == true
@@ -592,9 +598,10 @@ final class Fetcher {
 
     /// Merges the results into the index as it is now (keeping shows recorded meanwhile),
     /// withdraws what the feed no longer lists, and deletes files nothing names any more.
-    private func commit(_ ads: [FeedAd], results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?)
+    private func commit(_ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?)
         throws
     {
+        let ads = feed.ads
         let orphans: [String] = try store.update(warn: warn) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
@@ -611,6 +618,7 @@ final class Fetcher {
             }
             index.ads = merged
             index.feed = feedState
+            index.reportUrl = feed.reportUrl
             index.clockOffset = clockOffset
             let filesAfter = Set(merged.compactMap(\.file))
             return Array(filesBefore.subtracting(filesAfter))
@@ -673,6 +681,7 @@ extension AdRecord {
         ad.meta = meta
         ad.weight = weight
         ad.schedule = schedule
+        ad.tracking = tracking
         return ad
     }
 }

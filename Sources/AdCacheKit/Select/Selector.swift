@@ -43,12 +43,12 @@ enum SelectionPolicy {
         return abs(t - last) < cooldown
     }
 
-    /// The index (into `index.ads`) of the ad to show, or nil: the highest priority with an
-    /// eligible ad whose file is there; among those, by weight. Updates the rotation's
-    /// credits in `index` (a caller that only peeks passes a copy).
+    /// The ad to show: its position in `index.ads` and, in a weighted rotation, the rotation
+    /// (key and signature) the show advances; nil when none. The highest priority with an
+    /// eligible ad whose file is there; among those, by weight.
     static func choose(
-        in index: inout CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
-    ) -> Int? {
+        in index: CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
+    ) -> (position: Int, rotation: (key: String, signature: String)?)? {
         let local = Time.local(t)
         let eligible = index.ads.indices.filter { isEligible(index.ads[$0], at: t, local: local, options: options) }
         var byPriority: [Int64: [Int]] = [:]
@@ -58,10 +58,14 @@ enum SelectionPolicy {
             let weight = index.ads[group[0]].weight
             if group.allSatisfy({ index.ads[$0].weight == weight }) {
                 // Equal weights rotate strictly: the first in order whose file is there.
-                if let i = group.first(where: { filePresent(index.ads[$0]) }) { return i }
+                if let i = group.first(where: { filePresent(index.ads[$0]) }) { return (i, nil) }
             } else {
                 let present = group.filter { filePresent(index.ads[$0]) }
-                if !present.isEmpty { return rotate(&index, present, key: options.rotationKey) }
+                if !present.isEmpty {
+                    let key = options.rotationKey
+                    let (i, signature) = rotate(index, present, key: key)
+                    return (i, (key, signature))
+                }
             }
         }
         return nil
@@ -71,22 +75,28 @@ enum SelectionPolicy {
     /// in credit, the one with the most is shown and pays the total back. Over any run of
     /// shows with the same ads and weights, each ad stays within one show of its weighted
     /// share; ties go as equal weights do (`group` is in that order). When the set of ads
-    /// or their weights changes, the credits start over.
-    static func rotate(_ index: inout CacheIndex, _ group: [Int], key: String) -> Int {
+    /// or their weights changes, the rotation starts over.
+    ///
+    /// After `rounds` shows an ad's credit is `rounds × weight − total × picks`, so the index
+    /// keeps two numbers, not every credit, and a show recorded in the journal is replayed
+    /// by counting it (`CacheIndex.apply`). Returns the ad and the set's signature.
+    static func rotate(_ index: CacheIndex, _ group: [Int], key: String) -> (Int, String) {
         let signature = digest(group.map { "\(index.ads[$0].id)\u{0}\(index.ads[$0].weight)" }.sorted())
-        if index.rotations[key] != signature {
-            for i in group { index.ads[i].credit = 0 }
-            index.rotations[key] = signature
-        }
+        let rotation = index.rotations[key].flatMap { $0.signature == signature && $0.rounds < 1 << 40 ? $0 : nil }
+        let rounds = (rotation?.rounds ?? 0) + 1
+        let total = group.reduce(Int64(0)) { $0 + index.ads[$1].weight }
         var best = group[0]
-        var total: Int64 = 0
+        var bestCredit = Int64.min
         for i in group {
-            index.ads[i].credit = (index.ads[i].credit ?? 0) + index.ads[i].weight
-            total += index.ads[i].weight
-            if index.ads[i].credit! > index.ads[best].credit! { best = i }
+            let ad = index.ads[i]
+            let picks = rotation != nil && ad.pickEpoch == rotation!.epoch ? ad.picks ?? 0 : 0
+            let credit = rounds * ad.weight - total * picks
+            if credit > bestCredit {
+                best = i
+                bestCredit = credit
+            }
         }
-        index.ads[best].credit! -= total
-        return best
+        return (best, signature)
     }
 
     /// FNV-1a, 64 bits, of the lines: a cheap fingerprint (next loads no libcrypto).
@@ -110,12 +120,11 @@ extension NextOptions {
 }
 
 extension AdRecord {
-    /// Counts one show at time `t`, as show number `seq` of the index.
-    mutating func recordShow(at t: Double, seq: Int64) {
+    /// Counts one show at time `t` on local day `day`, as show number `seq` of the index.
+    mutating func recordShow(at t: Double, day: Int, seq: Int64) {
         shows = min(shows + 1, Self.counts.upperBound)
         lastShown = t
         lastShowSeq = seq
-        let day = Time.localDay(t)
         showsOnDay = showsOn(day: day) + 1
         showDay = max(day, showDay ?? day)
     }
@@ -124,9 +133,11 @@ extension AdRecord {
 final class Selector {
     let store: CacheStore
     let warn: WarningSink
+    let proofOfPlay: AdCache.ProofOfPlay
 
-    init(store: CacheStore, warn: @escaping WarningSink) {
+    init(store: CacheStore, proofOfPlay: AdCache.ProofOfPlay, warn: @escaping WarningSink) {
         self.store = store
+        self.proofOfPlay = proofOfPlay
         self.warn = warn
     }
 
@@ -137,23 +148,31 @@ final class Selector {
             return .nothingEligible
         }
         if options.peek {
-            var index = try store.load(warn: warn)
+            let index = try store.load(warn: warn)
             let t = moment.resolve(index)
             if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
-            return SelectionPolicy.choose(in: &index, at: t, options: options, filePresent: store.filePresent)
-                .map { .show(shown(index.ads[$0])) } ?? .nothingEligible
+            return SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent)
+                .map { .show(shown(index.ads[$0.position])) } ?? .nothingEligible
         }
         do {
-            return try store.update(warn: warn) { index in
+            // The show and its impression: one line appended to the journal, under the index
+            // lock — a few hundred bytes whatever the size of the index (SPEC §7, §8).
+            return try store.withIndexLock {
+                var index = try store.loadLocked(warn: warn).index
                 let t = moment.resolve(index)
                 if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
                 guard
-                    let i = SelectionPolicy.choose(in: &index, at: t, options: options, filePresent: store.filePresent)
+                    let choice = SelectionPolicy.choose(
+                        in: index, at: t, options: options, filePresent: store.filePresent)
                 else { return .nothingEligible }
-                index.showSeq = min(index.showSeq + 1, AdRecord.counts.upperBound)
-                index.ads[i].recordShow(at: t, seq: index.showSeq)
-                index.lastShown = t
-                return .show(shown(index.ads[i]))
+                let ad = index.ads[choice.position]
+                var record = proofOfPlay.record("impression", of: ad, at: t, reportUrl: index.reportUrl)
+                record.seq = min(index.showSeq + 1, AdRecord.counts.upperBound)
+                record.rotationKey = choice.rotation?.key
+                record.rotationSignature = choice.rotation?.signature
+                try store.journal.append(record)
+                index.apply(record, positions: [ad.id: choice.position])
+                return .show(shown(index.ads[choice.position]))
             }
         } catch let e as AdCacheError {
             // A launch never fails for want of disk space (SPEC §4): a full disk or a

@@ -133,3 +133,47 @@ extension PruneReport {
         ]).render(indent: 2)
     }
 }
+
+extension ReportResult {
+    /// The `report --json` object: `{"delivered": n, "pending": n, "dropped": n}`.
+    public var json: String {
+        JSONOut.object([
+            ("delivered", .int(Int64(delivered))), ("pending", .int(Int64(pending))), ("dropped", .int(Int64(dropped))),
+        ]).render(indent: 2)
+    }
+
+    /// `3 delivered, 0 pending, 0 dropped`.
+    public var summary: String { "\(delivered) delivered, \(pending) pending, \(dropped) dropped" }
+}
+
+extension Stats {
+    /// The `stats --json` object (SPEC §4).
+    public var json: String {
+        JSONOut.object([
+            (
+                "days",
+                .array(
+                    days.map { d in
+                        .object([
+                            ("day", .string(d.day)), ("id", .string(d.id)), ("shows", .int(d.shows)),
+                            ("clicks", .int(d.clicks)), ("skips", .int(d.skips)), ("completes", .int(d.completes)),
+                        ])
+                    })
+            ),
+            (
+                "queue",
+                .object([
+                    ("pending", .int(pending)), ("delivered", .int(delivered)),
+                    (
+                        "dropped",
+                        .object([
+                            ("permanent", .int(droppedPermanent)), ("age", .int(droppedAge)),
+                            ("overflow", .int(droppedOverflow)),
+                        ])
+                    ),
+                    ("oldestPending", .time(oldestPending)),
+                ])
+            ),
+        ]).render(indent: 2)
+    }
+}

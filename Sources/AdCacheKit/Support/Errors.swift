@@ -16,12 +16,14 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case busy(String)
     /// libcurl or libcrypto cannot be loaded (or lacks what adcache needs).
     case libraryMissing(String)
+    /// `event` named an ad the cache does not hold (in any state).
+    case unknownAd(String)
 
     /// The message, one line.
     public var message: String {
         switch self {
         case .invalidRequest(let m), .feedUnreachable(let m), .feedInvalid(let m), .cacheUnwritable(let m),
-            .io(let m), .busy(let m), .libraryMissing(let m):
+            .io(let m), .busy(let m), .libraryMissing(let m), .unknownAd(let m):
             return m
         }
     }
@@ -38,6 +40,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
         case .io: return .io(m)
         case .busy: return .busy(m)
         case .libraryMissing: return .libraryMissing(m)
+        case .unknownAd: return .unknownAd(m)
         }
     }
 }
@@ -57,6 +60,8 @@ public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
         case clock
         /// A transfer: the deadline passed.
         case transfer
+        /// Proof of play: a delivery dropped, the queue not delivered.
+        case report
     }
 
     public var kind: Kind

@@ -1,0 +1,121 @@
+import AdCacheKit
+import Foundation
+
+/// `adcache event TYPE ID`.
+enum EventCommand: Command {
+    static let at = Option.time("at", "Date the event at this time (RFC 3339 or Unix seconds) instead of now.")
+
+    static let spec = CommandSpec(
+        name: "event",
+        abstract: "Record that an ad was clicked, skipped or played to its end, and queue its trackers.",
+        discussion:
+            "TYPE is click, skip or complete (impressions are recorded by 'adcache next'). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id.",
+        arguments: [("<type>", "click, skip or complete."), ("<id>", "The ad's id, as 'next --json' gives it.")],
+        options: [at]
+    )
+
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
+        try args.noPositionals(allowed: 2)
+        guard args.positionals.count == 2 else { throw args.usage("'event' needs a TYPE and an ID") }
+        let name = args.positionals[0]
+        guard let type = AdEvent(rawValue: name) else {
+            let names = AdEvent.allCases.map(\.rawValue).joined(separator: ", ")
+            let why = name == "impression" ? " ('adcache next' records impressions)" : ""
+            throw args.usage("unknown event '\(Console.visible(name))': expected one of \(names)\(why)")
+        }
+        try context.cache(at: try args.get(at)).event(type, id: args.positionals[1])
+        return .success
+    }
+}
+
+/// `adcache report`.
+enum ReportCommand: Command {
+    static let maxEvents = Option.integer(
+        "max-events", "At most this many events queued; the oldest go first (counted as dropped).",
+        range: 1...10_000_000, default: "100000")
+    static let maxEventAge = Option.integer(
+        "max-event-age", "Drop queued events older than this many days (counted).", range: 1...365, default: "30")
+    static let json = Flag("json", "Print {\"delivered\", \"pending\", \"dropped\"} for this run as JSON.")
+
+    static let spec = CommandSpec(
+        name: "report",
+        abstract: "Deliver the queued proof-of-play events now (what fetch does first).",
+        discussion:
+            "Exit 0 when the queue is empty afterwards, 75 when deliveries remain for a later run (network, timeouts, 408, 429, 5xx).",
+        options: [
+            FetchCommand.timeout, FetchCommand.deadline, FetchCommand.parallel, FetchCommand.retries,
+            FetchCommand.cacert, FetchCommand.userAgent, maxEvents, maxEventAge, json,
+        ]
+    )
+
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
+        try args.noPositionals()
+        var options = ReportOptions()
+        if let t = try args.get(FetchCommand.timeout) { options.timeout = t }
+        options.deadline = try args.get(FetchCommand.deadline)
+        if let p = try args.get(FetchCommand.parallel) { options.parallel = p }
+        if let r = try args.get(FetchCommand.retries) { options.retries = r }
+        options.caFile = try FetchCommand.caFile(args)
+        options.userAgent = try args.get(FetchCommand.userAgent)
+        options.maxEvents = try args.get(maxEvents)
+        options.maxEventAge = try args.get(maxEventAge)
+        Signals.watch()
+        defer { Signals.restore() }
+        options.isCancelled = { Signals.received != nil }
+        let result = try context.cache().report(options)
+        let console = context.console
+        if args.has(json) {
+            console.out(result.json)
+        } else if !console.quiet {
+            console.out(result.summary)
+        }
+        if let sig = Signals.received { return ExitCode(signal: sig) }
+        return result.pending == 0 ? .success : .tempFail
+    }
+}
+
+/// `adcache stats`.
+enum StatsCommand: Command {
+    static let json = Flag("json", "Print the counts and the queue as JSON.")
+    static let since = Option.time("since", "From this time's local day on (wins over --days).")
+    static let days = Option.integer("days", "The last <n> local days, today included.", range: 1...90, default: "30")
+
+    static let spec = CommandSpec(
+        name: "stats",
+        abstract: "Proof of play: shows, clicks, skips and completes per ad and day, and the event queue.",
+        discussion: "Counts are kept 90 days, also for ads gone from the feed. Reads only.",
+        options: [json, since, days]
+    )
+
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
+        try args.noPositionals()
+        let options = StatsOptions(since: try args.get(since), days: try args.get(days) ?? 30)
+        let stats = try context.cache().stats(options)
+        let console = context.console
+        if args.has(json) {
+            console.out(stats.json)
+            return .success
+        }
+        guard !console.quiet else { return .success }
+        let header = ["DAY", "ID", "SHOWS", "CLICKS", "SKIPS", "COMPLETES"]
+        let rows =
+            [header]
+            + stats.days.map {
+                [$0.day, Console.visible($0.id), "\($0.shows)", "\($0.clicks)", "\($0.skips)", "\($0.completes)"]
+            }
+        let widths = header.indices.map { c in rows.map { $0[c].count }.max() ?? 0 }
+        for row in rows {
+            console.out(
+                row.enumerated().map { c, cell in
+                    c == row.count - 1 ? cell : cell.padding(toLength: widths[c], withPad: " ", startingAt: 0)
+                }.joined(separator: "  "))
+        }
+        let dropped = stats.droppedPermanent + stats.droppedAge + stats.droppedOverflow
+        var queue =
+            "queue: \(stats.pending) pending, \(stats.delivered) delivered, \(dropped) dropped"
+            + " (\(stats.droppedPermanent) permanent, \(stats.droppedAge) age, \(stats.droppedOverflow) overflow)"
+        if let oldest = stats.oldestPending { queue += "; oldest pending \(AdCache.formatTime(oldest))" }
+        console.out(queue)
+        return .success
+    }
+}

@@ -1,0 +1,305 @@
+import Foundation
+
+/// An event whose deliveries are not all made: its tracker URLs still to call and whether its
+/// place in a batch report is still to POST (SPEC §8).
+struct QueuedEvent: Equatable, Sendable {
+    var id: String
+    var event: String
+    var at: Double
+    var nonce: String
+    var trackers: [String]
+    var batch: Bool
+
+    /// Deliveries left: one per tracker URL, one for the batch.
+    var pending: Int { trackers.count + (batch ? 1 : 0) }
+}
+
+/// The counts of one ad on one local day.
+struct DayCounts: Equatable, Sendable {
+    var shows: Int64 = 0
+    var clicks: Int64 = 0
+    var skips: Int64 = 0
+    var completes: Int64 = 0
+
+    mutating func count(_ event: String) {
+        switch event {
+        case "impression": shows += 1
+        case "click": clicks += 1
+        case "skip": skips += 1
+        case "complete": completes += 1
+        default: break
+        }
+    }
+}
+
+/// How the queue is bounded (SPEC §8).
+struct EventBounds: Sendable {
+    var maxEvents = 100_000
+    /// Days.
+    var maxAge = 30
+}
+
+/// `events.json`: the queue of deliveries still to make, what became of those already made,
+/// and the counts per ad per day — written like the index (temporary, fsync, rename) by the
+/// commands that fold the journal into it. `next` never reads it, so the queue's length never
+/// costs a launch anything.
+struct EventLog: Equatable, Sendable {
+    static let fileName = "events.json"
+    static let keptDays = 90
+
+    /// The nonce of the last journal record folded in: a fold cut short before the journal
+    /// was emptied never counts a record twice.
+    var lastFolded: String?
+    var queue: [QueuedEvent] = []
+    var delivered: Int64 = 0
+    var droppedPermanent: Int64 = 0
+    var droppedAge: Int64 = 0
+    var droppedOverflow: Int64 = 0
+    /// Local day → ad id → counts.
+    var days: [Int: [String: DayCounts]] = [:]
+
+    var pending: Int64 { queue.reduce(0) { $0 + Int64($1.pending) } }
+
+    /// Takes the journal's records it does not hold yet: counts them and queues their
+    /// deliveries; then applies the bounds as of `now`. True when anything changed.
+    @discardableResult
+    mutating func fold(_ records: [JournalRecord], bounds: EventBounds, now: Double) -> Bool {
+        var start = 0
+        if let last = lastFolded, let i = records.lastIndex(where: { $0.nonce == last }) { start = i + 1 }
+        let fresh = records[start...]
+        for r in fresh {
+            days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
+            if !r.trackers.isEmpty || r.batch {
+                queue.append(
+                    QueuedEvent(
+                        id: r.id, event: r.event, at: r.at, nonce: r.nonce, trackers: r.trackers, batch: r.batch))
+            }
+        }
+        if let last = fresh.last { lastFolded = last.nonce }
+        let bounded = bound(bounds, now: now)
+        let today = Time.localDay(now)
+        let before = days.count
+        days = days.filter { $0.key > today - Self.keptDays }
+        return !fresh.isEmpty || bounded || days.count != before
+    }
+
+    /// Drops events older than the age bound and, past the count bound, the oldest; each
+    /// delivery dropped is counted by reason. True when anything was dropped.
+    @discardableResult
+    mutating func bound(_ bounds: EventBounds, now: Double) -> Bool {
+        let oldest = now - Double(bounds.maxAge) * 86400
+        var changed = false
+        queue.removeAll { e in
+            guard e.at < oldest else { return false }
+            droppedAge += Int64(e.pending)
+            changed = true
+            return true
+        }
+        if queue.count > bounds.maxEvents {
+            let excess = queue.count - bounds.maxEvents
+            let order = queue.indices.sorted { (queue[$0].at, $0) < (queue[$1].at, $1) }
+            let drop = Set(order.prefix(excess))
+            for i in drop { droppedOverflow += Int64(queue[i].pending) }
+            queue = queue.indices.filter { !drop.contains($0) }.map { queue[$0] }
+            changed = true
+        }
+        return changed
+    }
+
+    // MARK: The file
+
+    static func decode(_ bytes: [UInt8]) throws -> EventLog {
+        try bytes.withUnsafeBufferPointer { buffer in
+            var s = JSONScanner(buffer)
+            var log = EventLog()
+            var version: Int64?
+            try s.object { s, key in
+                switch key {
+                case "version": version = try s.int()
+                case "lastFolded": log.lastFolded = try s.optString()
+                case "delivered": log.delivered = try s.int()
+                case "dropped":
+                    try s.object { s, reason in
+                        let n = try s.int()
+                        switch reason {
+                        case "permanent": log.droppedPermanent = n
+                        case "age": log.droppedAge = n
+                        case "overflow": log.droppedOverflow = n
+                        default: break
+                        }
+                    }
+                case "queue":
+                    try s.array { s in
+                        var e = QueuedEvent(id: "", event: "", at: 0, nonce: "", trackers: [], batch: false)
+                        try s.object { s, key in
+                            switch key {
+                            case "id": e.id = try s.string()
+                            case "event": e.event = try s.string()
+                            case "at": e.at = try s.double()
+                            case "nonce": e.nonce = try s.string()
+                            case "trackers": e.trackers = try s.strings()
+                            case "batch": e.batch = try s.bool()
+                            default: try s.skip()
+                            }
+                        }
+                        guard !e.id.isEmpty, !e.nonce.isEmpty, Time.isSupported(e.at) else {
+                            throw s.fail("a queued event without an id, a nonce or a time")
+                        }
+                        log.queue.append(e)
+                    }
+                case "days":
+                    try s.array { s in
+                        var day: Int?
+                        var id: String?
+                        var c = DayCounts()
+                        try s.object { s, key in
+                            switch key {
+                            case "day": day = Time.parseDay(try s.string())
+                            case "id": id = try s.string()
+                            case "shows": c.shows = try s.int()
+                            case "clicks": c.clicks = try s.int()
+                            case "skips": c.skips = try s.int()
+                            case "completes": c.completes = try s.int()
+                            default: try s.skip()
+                            }
+                        }
+                        guard let day, let id else { throw s.fail("a day's counts without a day or an id") }
+                        log.days[day, default: [:]][id] = c
+                    }
+                default: try s.skip()
+                }
+            }
+            try s.finish()
+            guard version == 1 else { throw s.fail("not version 1") }
+            return log
+        }
+    }
+
+    func encode() -> [UInt8] {
+        var w = JSONWriter(indent: nil, capacity: 256 + queue.count * 200)
+        w.beginObject()
+        w.key("days")
+        w.beginArray()
+        for (day, ads) in days.sorted(by: { $0.key < $1.key }) {
+            for (id, c) in ads.sorted(by: { $0.key < $1.key }) {
+                w.key(nil)
+                w.beginObject()
+                w.field("clicks", c.clicks)
+                w.field("completes", c.completes)
+                w.field("day", Time.formatDay(day))
+                w.field("id", id)
+                w.field("shows", c.shows)
+                w.field("skips", c.skips)
+                w.endObject()
+            }
+        }
+        w.endArray()
+        w.field("delivered", delivered)
+        w.key("dropped")
+        w.beginObject()
+        w.field("age", droppedAge)
+        w.field("overflow", droppedOverflow)
+        w.field("permanent", droppedPermanent)
+        w.endObject()
+        w.field("lastFolded", lastFolded)
+        w.key("queue")
+        w.beginArray()
+        for e in queue {
+            w.key(nil)
+            w.beginObject()
+            w.field("at", e.at)
+            if e.batch { w.key("batch"); w.bool(true) }
+            w.field("event", e.event)
+            w.field("id", e.id)
+            w.field("nonce", e.nonce)
+            if !e.trackers.isEmpty { w.field("trackers", e.trackers) }
+            w.endObject()
+        }
+        w.endArray()
+        w.field("version", Int64(1))
+        w.endObject()
+        w.out.append(0x0A)
+        return w.out
+    }
+}
+
+extension Time {
+    /// `YYYY-MM-DD` of a day number (days since 1970-01-01).
+    static func formatDay(_ day: Int) -> String {
+        let (y, m, d) = civilFromDays(day)
+        return String(format: "%04d-%02d-%02d", y, m, d)
+    }
+
+    /// The day number of `YYYY-MM-DD`, or nil.
+    static func parseDay(_ text: String) -> Int? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, let y = Int(parts[0]), let m = Int(parts[1]),
+            let d = Int(parts[2]),
+            (1...12).contains(m), (1...daysIn(month: m, year: y)).contains(d)
+        else { return nil }
+        return daysFromCivil(year: y, month: m, day: d)
+    }
+
+    /// RFC 3339 in UTC, always with milliseconds (proof of play: `[TIMESTAMP]`, `at`).
+    static func formatMillis(_ t: Double) -> String {
+        let whole = Time.format(clamped(t).rounded(.down))
+        let ms = Int(((clamped(t) - clamped(t).rounded(.down)) * 1000).rounded(.down))
+        return String(whole.dropLast()) + String(format: ".%03d", min(ms, 999)) + "Z"
+    }
+}
+
+extension CacheStore {
+    var eventsPath: String { directory + "/" + EventLog.fileName }
+
+    /// The event log; empty when there is none. One that cannot be read is set aside
+    /// (`events.json.corrupt-<time>`, when `setAside`) with a warning, and an empty one
+    /// begins: the journal still holds what was not folded.
+    func loadEvents(warn: WarningSink, setAside: Bool) throws -> EventLog {
+        guard FileIO.exists(eventsPath) else { return EventLog() }
+        let bytes: [UInt8]
+        do {
+            bytes = try FileIO.read(eventsPath)
+        } catch let e as AdCacheError {
+            throw AdCacheError.io(e.message)
+        }
+        do {
+            return try EventLog.decode(bytes)
+        } catch {
+            var what = "\(EventLog.fileName) could not be read"
+            if setAside {
+                let aside = "\(eventsPath).corrupt-\(Int(Date().timeIntervalSince1970))"
+                if rename(eventsPath, aside) == 0 { what += "; moved it aside to \(aside)" }
+            }
+            warn(Diagnostic(.report, what + "; starting an empty queue"))
+            return EventLog()
+        }
+    }
+
+    func saveEvents(_ log: EventLog) throws {
+        try FileIO.writeAtomically(log.encode(), to: eventsPath)
+    }
+
+    /// Folds the journal into the event log and the index, then empties it — in that order,
+    /// each step durable before the next, so a crash anywhere folds nothing twice: the log
+    /// remembers the last record it took, the index the last show it holds. Holds the index
+    /// lock (no network). Returns the event log.
+    @discardableResult
+    func foldJournal(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> EventLog {
+        guard exists else { return EventLog() }
+        return try withIndexLock { try foldJournalLocked(bounds: bounds, now: now, warn: warn) }
+    }
+
+    /// `foldJournal`, for a caller that holds the index lock.
+    @discardableResult
+    func foldJournalLocked(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> EventLog {
+        do {
+            let records = try journal.read(warn: { _ in })   // said once, by the index's load
+            let loaded = try loadLocked(warn: warn)
+            var log = try loadEvents(warn: warn, setAside: true)
+            if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
+            if loaded.unfolded { try save(loaded.index) }
+            if journal.size > 0 { try journal.truncate() }
+            return log
+        }
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One show or event, as `next` and `event` append it to the journal: the record of the show
+/// (for the index) and the event with its deliveries (for the queue) in one line, so that a
+/// crash leaves both or neither (SPEC §8).
+struct JournalRecord: Equatable, Sendable {
+    /// `impression` (a recorded show), `click`, `skip` or `complete`.
+    var event: String
+    var id: String
+    /// When it happened (the corrected clock, or `--at`).
+    var at: Double
+    /// The local day it counts for.
+    var day: Int
+    /// Unique to this event: the receiver drops duplicates by it.
+    var nonce: String
+    /// The index's show number (impressions only): orders shows, and tells which records the
+    /// index already holds.
+    var seq: Int64?
+    /// The tracker URLs to call, macros expanded when queued (a retry sends the same URL).
+    var trackers: [String] = []
+    /// Also POSTed to the report URL in a batch.
+    var batch = false
+    /// The weighted rotation the show belongs to (its key and signature), if any.
+    var rotationKey: String?
+    var rotationSignature: String?
+
+    /// One line of JSON, newline included.
+    func line() -> [UInt8] {
+        var w = JSONWriter(indent: nil, capacity: 256)
+        w.beginObject()
+        w.field("at", at)
+        if batch { w.key("batch"); w.bool(true) }
+        w.field("day", day)
+        w.field("event", event)
+        w.field("id", id)
+        w.field("nonce", nonce)
+        w.field("rot", rotationKey)
+        w.field("seq", seq)
+        w.field("sig", rotationSignature)
+        if !trackers.isEmpty { w.field("trackers", trackers) }
+        w.endObject()
+        w.out.append(0x0A)
+        return w.out
+    }
+
+    init(event: String, id: String, at: Double, day: Int, nonce: String) {
+        self.event = event
+        self.id = id
+        self.at = at
+        self.day = day
+        self.nonce = nonce
+    }
+
+    /// Reads one line; nil when it is not a whole record adcache writes (torn or garbled).
+    init?(line: UnsafeBufferPointer<UInt8>) {
+        var r = JournalRecord(event: "", id: "", at: .nan, day: Int.min, nonce: "")
+        var s = JSONScanner(line)
+        do {
+            try s.object { s, key in
+                switch key {
+                case "at": r.at = try s.double()
+                case "batch": r.batch = try s.bool()
+                case "day": r.day = Int(try s.int())
+                case "event": r.event = try s.string()
+                case "id": r.id = try s.string()
+                case "nonce": r.nonce = try s.string()
+                case "rot": r.rotationKey = try s.string()
+                case "seq": r.seq = try s.int()
+                case "sig": r.rotationSignature = try s.string()
+                case "trackers": r.trackers = try s.strings()
+                default: try s.skip()
+                }
+            }
+            try s.finish()
+        } catch {
+            return nil
+        }
+        guard FeedAd.trackedEvents.contains(r.event), !r.id.isEmpty, !r.nonce.isEmpty, Time.isSupported(r.at),
+            (-800_000...3_000_000).contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression")
+        else { return nil }
+        self = r
+    }
+}
+
+/// `journal` in the cache directory: shows and events appended one line each, with one
+/// fdatasync, under the index lock. A recorded show therefore writes a few hundred bytes
+/// whatever the size of the index (SPEC §7); loading the index applies the records it does
+/// not hold yet, and `fetch`, `report`, `prune` and `clear` fold the journal into the index
+/// and the event queue, then empty it.
+struct Journal {
+    let path: String
+
+    /// The records, in order. A last line without its newline (a write cut short by a crash,
+    /// before the show was reported) is not a record; a line that cannot be read is skipped
+    /// with a warning.
+    func read(warn: WarningSink) throws -> [JournalRecord] {
+        guard FileIO.exists(path) else { return [] }
+        let bytes: [UInt8]
+        do {
+            bytes = try FileIO.read(path)
+        } catch let e as AdCacheError {
+            throw AdCacheError.io(e.message)
+        }
+        var records: [JournalRecord] = []
+        var damaged = 0
+        bytes.withUnsafeBufferPointer { all in
+            var start = 0
+            while let end = all[start...].firstIndex(of: 0x0A) {
+                if end > start {
+                    if let r = JournalRecord(line: UnsafeBufferPointer(rebasing: all[start..<end])) {
+                        records.append(r)
+                    } else {
+                        damaged += 1
+                    }
+                }
+                start = end + 1
+            }
+        }
+        if damaged > 0 {
+            warn(Diagnostic(.index, "journal: skipped \(damaged) damaged line\(damaged == 1 ? "" : "s")"))
+        }
+        return records
+    }
+
+    /// Appends `record` durably (write, fdatasync; the directory too when the file is new).
+    /// The caller holds the index lock. A torn last line left by a crash is cut off first, so
+    /// that it never swallows this record.
+    func append(_ record: JournalRecord) throws {
+        let isNew = !FileIO.exists(path)
+        let fd = FileIO.create(path, flags: O_RDWR | O_CREAT | O_APPEND)
+        guard fd >= 0 else { throw FileIO.writeError("cannot write \(path)") }
+        defer { close(fd) }
+        var st = stat()
+        if fstat(fd, &st) == 0, st.st_size > 0 {
+            var last: UInt8 = 0
+            if pread(fd, &last, 1, off_t(st.st_size - 1)) == 1, last != 0x0A {
+                let whole = (try? FileIO.read(path)) ?? []
+                let keep = whole.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
+                guard ftruncate(fd, off_t(keep)) == 0 else { throw FileIO.writeError("cannot repair \(path)") }
+            }
+        }
+        let line = record.line()
+        if let e = line.withUnsafeBytes({ FileIO.writeAll(fd, $0) }) {
+            // Leave no part of this record behind: the show was not recorded.
+            ftruncate(fd, st.st_size)
+            throw FileIO.writeError("cannot write \(path)", e)
+        }
+        guard fdatasync(fd) == 0 else {
+            let e = errno
+            ftruncate(fd, st.st_size)
+            throw FileIO.writeError("cannot write \(path)", e)
+        }
+        if isNew { FileIO.syncDirectory((path as NSString).deletingLastPathComponent) }
+    }
+
+    /// Empties the journal once everything in it is folded (the caller holds the index lock).
+    func truncate() throws {
+        guard FileIO.exists(path) else { return }
+        let fd = FileIO.create(path)   // O_TRUNC
+        guard fd >= 0 else { throw FileIO.writeError("cannot empty \(path)") }
+        fsync(fd)
+        close(fd)
+    }
+
+    var size: Int64 { FileIO.size(path) ?? 0 }
+}
+
+extension CacheIndex {
+    /// Applies a journal record the index does not hold yet (`seq` past `journalSeq`): a
+    /// show counts, rotates and dates as it did when `next` recorded it. Other events leave
+    /// the index as it is.
+    mutating func apply(_ r: JournalRecord, positions: [String: Int]) {
+        guard r.event == "impression", let seq = r.seq, seq > journalSeq else { return }
+        journalSeq = seq
+        showSeq = max(showSeq, seq)
+        lastShown = r.at
+        guard let i = positions[r.id] else { return }   // gone from the index since
+        ads[i].recordShow(at: r.at, day: r.day, seq: seq)
+        if let key = r.rotationKey, let signature = r.rotationSignature {
+            var rotation = rotations[key]
+            if rotation?.signature != signature { rotation = Rotation(signature: signature, epoch: seq, rounds: 0) }
+            rotation!.rounds += 1
+            rotations[key] = rotation
+            if ads[i].pickEpoch != rotation!.epoch {
+                ads[i].pickEpoch = rotation!.epoch
+                ads[i].picks = 0
+            }
+            ads[i].picks! += 1
+        }
+    }
+
+    /// Applies the records it does not hold yet, in order.
+    mutating func apply(_ records: [JournalRecord]) {
+        guard records.contains(where: { ($0.seq ?? 0) > journalSeq }) else { return }
+        var positions: [String: Int] = [:]
+        for (i, ad) in ads.enumerated() { positions[ad.id] = i }
+        for r in records { apply(r, positions: positions) }
+    }
+}

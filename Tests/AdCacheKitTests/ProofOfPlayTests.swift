@@ -1,0 +1,308 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AdCacheKit
+
+/// Proof of play (SPEC §8) against loopback tracker and report servers.
+@Suite struct ProofOfPlayTests {
+    /// A cache fetched from a feed whose ads track `impression`, `click`, `skip` and
+    /// `complete` at `/t/<event>` of the same server (with every macro), and the facade with
+    /// a device id.
+    final class Harness: @unchecked Sendable {
+        let h: FetchHarness
+        var deviceId: String? = "dev 1"
+        var reportUrl: String?
+        let lock = NSLock()
+        var tracker: @Sendable (LoopbackServer.Request) -> LoopbackServer.Response? = { _ in .text(200, "ok") }
+
+        init(ids: [String] = ["a"], extra: String = "", weights: [Int] = []) throws {
+            h = try FetchHarness()
+            let server = h.server!
+            var ads: [String] = []
+            for (n, id) in ids.enumerated() {
+                h.put("/\(n).jpg", Media.jpeg(3000, seed: UInt8(n + 1)))
+                let t = { (event: String) in
+                    "\"\(server.url("/t/\(event)"))?ts=[TIMESTAMP]&cb=[CACHEBUSTING]&ad=[ADID]&ev=[EVENT]&dev=[DEVICEID]\""
+                }
+                let weight = n < weights.count ? ", \"weight\": \(weights[n])" : ""
+                ads.append(
+                    """
+                    {"id": "\(id)", "url": "/\(n).jpg", "type": "image"\(weight),
+                     "tracking": {"impression": [\(t("impression"))], "click": [\(t("click"))],
+                                  "skip": [\(t("skip"))], "complete": [\(t("complete"))]}}
+                    """)
+            }
+            h.feed("{\"version\": 1, \(extra) \"ads\": [\(ads.joined(separator: ","))]}")
+            h.setOverride { [weak self] r in
+                guard r.path.hasPrefix("/t/") || r.path.hasPrefix("/report") else { return nil }
+                return self?.answer(r) ?? .text(503, "gone")
+            }
+            _ = try h.fetch()
+        }
+
+        func answer(_ r: LoopbackServer.Request) -> LoopbackServer.Response? {
+            lock.lock()
+            let t = tracker
+            lock.unlock()
+            return t(r)
+        }
+
+        func setTracker(_ t: @escaping @Sendable (LoopbackServer.Request) -> LoopbackServer.Response?) {
+            lock.lock(); tracker = t; lock.unlock()
+        }
+
+        func cache(at t: Double? = nil) -> AdCache {
+            AdCache(
+                .init(
+                    directory: h.store.directory, clock: t.map { .fixed(Date(timeIntervalSince1970: $0)) } ?? .system,
+                    proofOfPlay: .init(deviceId: deviceId, reportUrl: reportUrl)))
+        }
+
+        func report(_ configure: (inout ReportOptions) -> Void = { _ in }) throws -> ReportResult {
+            var o = ReportOptions()
+            o.transfer.retryBaseDelay = 0.02
+            configure(&o)
+            return try cache().report(o)
+        }
+
+        var trackerRequests: [LoopbackServer.Request] { h.server.log.filter { $0.path.hasPrefix("/t/") } }
+
+        /// A query parameter of a request's path.
+        static func query(_ r: LoopbackServer.Request, _ name: String) -> String? {
+            URLComponents(string: "http://x" + r.path)?.queryItems?.first { $0.name == name }?.value
+        }
+    }
+
+    @Test func everyRecordedShowIsOneImpressionEvenFromConcurrentLaunches() throws {
+        let p = try Harness(ids: ["a", "b", "c"])
+        let shows = Counter()
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<15 {
+                if case .show = try? p.cache().next() { _ = shows.next() }
+            }
+        }
+        #expect(shows.count == 60)
+        #expect(try p.cache().next(NextOptions(peek: true)) != nil)
+        let before = try p.cache().stats()
+        #expect(before.pending == 60, "one delivery per impression tracker")
+        #expect(before.days.reduce(0) { $0 + $1.shows } == 60)
+        let result = try p.report()
+        #expect(result == ReportResult(delivered: 60, pending: 0, dropped: 0))
+        let impressions = p.trackerRequests.filter { $0.path.hasPrefix("/t/impression") }
+        #expect(impressions.count == 60, "impressions == recorded shows")
+        #expect(Set(impressions.map(\.path)).count == 60, "each with its own cachebusting value and time")
+        let index = try p.h.index()
+        #expect(index.ads.reduce(0) { $0 + $1.shows } == 60)
+        // Nothing left: a second report sends nothing.
+        #expect(try p.report() == ReportResult())
+        #expect(p.trackerRequests.count == 60)
+    }
+
+    @Test func peekingQueuesNothing() throws {
+        let p = try Harness()
+        for _ in 0..<3 { _ = try p.cache().next(NextOptions(peek: true)) }
+        #expect(try p.cache().stats().pending == 0)
+        #expect(try p.report() == ReportResult())
+        #expect(p.trackerRequests.isEmpty)
+    }
+
+    @Test func macrosAreExpandedAndEncodedWhenQueued() throws {
+        let p = try Harness(ids: ["spring sale/é&x"])
+        let t = try #require(Time.parse("2026-12-01T08:30:00.250Z"))
+        #expect(try p.cache(at: t).shown()?.id == "spring sale/é&x")
+        try p.cache(at: t + 2).event(.click, id: "spring sale/é&x")
+        #expect(try p.report().delivered == 2)
+        let impression = try #require(p.trackerRequests.first { $0.path.hasPrefix("/t/impression") })
+        #expect(impression.path.contains("ts=2026-12-01T08%3A30%3A00.250Z&"), "\(impression.path)")
+        #expect(impression.path.contains("ad=spring%20sale%2F%C3%A9%26x&"), "\(impression.path)")
+        #expect(impression.path.contains("ev=impression&dev=dev%201"), "\(impression.path)")
+        let cb = try #require(Harness.query(impression, "cb"))
+        #expect(cb.count == 8 && cb.allSatisfy(\.isNumber))
+        let click = try #require(p.trackerRequests.first { $0.path.hasPrefix("/t/click") })
+        #expect(click.path.contains("ts=2026-12-01T08%3A30%3A02.250Z&"), "\(click.path)")
+        #expect(click.path.contains("ev=click"))
+        // No device id configured: the macro is empty.
+        p.deviceId = nil
+        _ = try p.cache(at: t + 10).shown()
+        _ = try p.report()
+        #expect(p.trackerRequests.last?.path.hasSuffix("&dev=") == true, "\(p.trackerRequests.last?.path ?? "")")
+    }
+
+    @Test func offlineEventsAreDeliveredOnceOnline() throws {
+        let p = try Harness()
+        for _ in 0..<3 { _ = try p.cache().shown() }
+        try p.cache().event(.complete, id: "a")
+        p.setTracker { _ in LoopbackServer.Response(status: 200) }
+        // Offline: nothing listens where the trackers point.
+        let port = p.h.server.port
+        p.h.server.stop()
+        let offline = try p.report {
+            $0.retries = 0; $0.timeout = 2
+        }
+        #expect(offline == ReportResult(delivered: 0, pending: 4, dropped: 0))
+        #expect(try p.cache().stats().pending == 4)
+        // Online again on the same port (the URLs were fixed when queued).
+        let online = try LoopbackServer(port: port) { _ in LoopbackServer.Response(status: 200) }
+        defer { online.stop() }
+        #expect(try p.report() == ReportResult(delivered: 4, pending: 0, dropped: 0))
+        #expect(online.log.count == 4)
+        let stats = try p.cache().stats()
+        #expect(stats.pending == 0 && stats.delivered == 4 && stats.oldestPending == nil)
+    }
+
+    @Test func aTransientAnswerIsRetriedWithTheSameURLAndAPermanentOneDropped() throws {
+        let p = try Harness(ids: ["a", "b"])
+        let seen = Counter()
+        p.setTracker { r in
+            if r.path.contains("ad=b") { return .text(404, "no such campaign") }
+            return seen.next() == 0 ? .text(503, "busy") : .text(200, "ok")
+        }
+        _ = try p.cache().shown()
+        _ = try p.cache().shown()
+        let r = try p.report()
+        #expect(r == ReportResult(delivered: 1, pending: 0, dropped: 1))
+        let forA = p.trackerRequests.filter { $0.path.contains("ad=a") }
+        #expect(forA.count == 2 && forA[0].path == forA[1].path, "a retry sends the identical URL")
+        #expect(p.trackerRequests.filter { $0.path.contains("ad=b") }.count == 1, "a 404 is not retried")
+        let stats = try p.cache().stats()
+        #expect(stats.droppedPermanent == 1 && stats.delivered == 1 && stats.pending == 0)
+
+        // A 503 that persists through the run's retries stays queued for the next run.
+        p.setTracker { _ in .text(503, "down") }
+        _ = try p.cache().shown()
+        #expect(try p.report { $0.retries = 1 } == ReportResult(delivered: 0, pending: 1, dropped: 0))
+        let pending = p.trackerRequests.suffix(2)
+        p.setTracker { _ in .text(204, "") }
+        #expect(try p.report() == ReportResult(delivered: 1, pending: 0, dropped: 0))
+        #expect(Set(p.trackerRequests.suffix(3).map(\.path)).count == 1, "\(pending.map(\.path))")
+    }
+
+    @Test func redirectsAreFollowedAndARedirectElsewhereIsPermanent() throws {
+        let p = try Harness(ids: ["a", "b"])
+        let server = p.h.server!
+        p.setTracker { r in
+            if r.path.hasPrefix("/t/pixel") { return .text(200, "GIF89a") }
+            if r.path.contains("ad=a") { return .redirect(server.url("/t/pixel?from=a")) }
+            return .redirect("ftp://127.0.0.1/pixel")
+        }
+        _ = try p.cache().shown()
+        _ = try p.cache().shown()
+        #expect(try p.report() == ReportResult(delivered: 1, pending: 0, dropped: 1))
+        #expect(p.trackerRequests.contains { $0.path == "/t/pixel?from=a" })
+    }
+
+    @Test func batchesOfFiveHundredGoToTheReportURLEachEventOnce() throws {
+        let p = try Harness(extra: "")
+        p.reportUrl = p.h.server.url("/report")
+        p.setTracker { _ in .text(200, "ok") }
+        let t0 = 1_800_000_000.0
+        for i in 0..<1200 {
+            if i % 100 == 99 { _ = try p.cache().prune() }   // folds the journal, as cron would
+            if i % 2 == 0 {
+                _ = try p.cache(at: t0 + Double(i)).shown()
+            } else {
+                try p.cache(at: t0 + Double(i)).event(.skip, id: "a")
+            }
+        }
+        let r = try p.report { _ in }
+        #expect(r.pending == 0 && r.dropped == 0)
+        #expect(r.delivered == 2400, "1,200 tracker calls and 1,200 events in batches")
+        let posts = p.h.server.requests(to: "/report")
+        #expect(posts.count == 3)
+        var nonces: [String] = []
+        for post in posts {
+            #expect(post.method == "POST" && post.header("Content-Type") == "application/json")
+            let json = try JSONValue.parse(post.body)
+            #expect(json["device"]?.stringValue == "dev 1")
+            let events = try #require(json["events"]?.arrayValue)
+            #expect(events.count <= 500)
+            for e in events {
+                #expect(e["id"]?.stringValue == "a")
+                #expect(["impression", "skip"].contains(e["event"]?.stringValue ?? ""))
+                #expect(e["at"]?.stringValue?.hasSuffix(".000Z") == true)
+                nonces.append(try #require(e["nonce"]?.stringValue))
+            }
+        }
+        #expect(nonces.count == 1200 && Set(nonces).count == 1200, "each event once")
+    }
+
+    @Test func theFeedsReportURLServesWhenNoneIsConfigured() throws {
+        let probe = try FetchHarness()
+        let url = probe.server.url("/report")
+        probe.setOverride { r in r.path == "/report" ? .text(202, "accepted") : nil }
+        let p = try Harness(extra: "\"reportUrl\": \"\(url)\",")
+        #expect(try p.h.index().reportUrl == url)
+        _ = try p.cache().shown()
+        let r = try p.report()
+        #expect(r == ReportResult(delivered: 2, pending: 0, dropped: 0))
+        #expect(probe.server.requests(to: "/report").count == 1)
+    }
+
+    @Test func clearKeepsTheQueueAndTheCountsUnlessAsked() throws {
+        let p = try Harness()
+        for _ in 0..<2 { _ = try p.cache().shown() }
+        #expect(try p.cache().clear() > 0)
+        #expect(try p.h.index().ads.isEmpty)
+        var stats = try p.cache().stats()
+        #expect(stats.pending == 2 && stats.days.first?.shows == 2, "billing data survives clear")
+        #expect(try p.report().delivered == 2)
+        _ = try p.h.fetch()
+        _ = try p.cache().shown()
+        _ = try p.cache().clear(events: true)
+        stats = try p.cache().stats()
+        #expect(stats.pending == 0 && stats.days.isEmpty && stats.delivered == 0)
+    }
+
+    @Test func eventsNeedAnAdTheCacheHolds() throws {
+        let p = try Harness()
+        #expect(throws: AdCacheError.self) { try p.cache().event(.click, id: "nope") }
+        do {
+            try p.cache().event(.click, id: "nope")
+        } catch let e as AdCacheError {
+            #expect(e.caseName == "unknownAd")
+        }
+        try p.cache().event(.click, id: "a")
+        #expect(try p.cache().stats().days.first?.clicks == 1)
+    }
+
+    @Test func theQueueIsBoundedAndEveryDropIsCounted() throws {
+        let p = try Harness()
+        let now = Date().timeIntervalSince1970
+        for i in 0..<5 { _ = try p.cache(at: now - 40 * 86400 + Double(i)).shown() }
+        for i in 0..<10 { try p.cache(at: now + Double(i)).event(.click, id: "a") }
+        p.setTracker { _ in .text(503, "down") }
+        let r = try p.report {
+            $0.maxEvents = 4; $0.retries = 0
+        }
+        #expect(r.pending == 4)
+        let stats = try p.cache().stats()
+        #expect(stats.droppedAge == 5, "older than 30 days")
+        #expect(stats.droppedOverflow == 6, "beyond 4 queued, the oldest first")
+        #expect(stats.days.reduce(0) { $0 + $1.clicks } == 10, "the counts keep every event")
+    }
+
+    @Test func weightedRotationSurvivesTheJournalAndItsFold() throws {
+        let p = try Harness(ids: ["a", "b", "c"], weights: [5, 3, 2])
+        var counts: [String: Int] = [:]
+        for i in 0..<100 {
+            if i % 7 == 0 { _ = try p.cache().report() }   // folds the journal now and then
+            counts[try #require(try p.cache().shown()?.id), default: 0] += 1
+        }
+        #expect(counts == ["a": 50, "b": 30, "c": 20])
+    }
+
+    @Test func aRecordedShowAppendsALineAndLeavesTheIndexAlone() throws {
+        let p = try Harness(ids: (0..<50).map { "ad\($0)" })
+        let index = try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath))
+        _ = try p.cache().shown()
+        let journal = FileIO.size(p.h.store.journal.path) ?? 0
+        #expect(journal > 0 && journal < 1024, "\(journal) bytes")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath)) == index)
+        // A fold takes it into the index and the queue, once.
+        _ = try p.cache().prune()
+        #expect(FileIO.size(p.h.store.journal.path) == 0)
+        #expect(try p.h.index().ads.reduce(0) { $0 + $1.shows } == 1)
+        #expect(try p.cache().stats().pending == 1)
+    }
+}
