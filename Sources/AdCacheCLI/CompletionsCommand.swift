@@ -30,6 +30,9 @@ enum CompletionsCommand: Command {
 
     static var commands: [CommandSpec] { CLI.specs }
 
+    /// What `event` takes first.
+    static let eventTypes = AdEvent.allCases.map(\.rawValue).joined(separator: " ")
+
     static var allOptions: [OptionSpec] { commands.flatMap(\.optionSpecs) + GlobalOptions.specs }
 
     /// What follows an option in a shell: fixed words, a file or a directory, from its
@@ -78,6 +81,7 @@ enum CompletionsCommand: Command {
             var words = opts
             if c.name == "help" { words = names }
             if c.name == "completions" { words = shells.joined(separator: " ") }
+            if c.name == "event" { words = eventTypes + " " + opts }
             cases += "        \(c.name)) words=\"\(words)\" ;;\n"
         }
         return """
@@ -158,6 +162,7 @@ enum CompletionsCommand: Command {
             if c.name == "help" { specs.append("'1:command:(\(commands.map(\.name).joined(separator: " ")))'") }
             if c.name == "completions" { specs.append("'1:shell:(\(shells.joined(separator: " ")))'") }
             if c.name == "fetch" { specs.append("'1:feed:_files'") }
+            if c.name == "event" { specs.append("'1:type:(\(eventTypes))'") }
             out +=
                 "        \(c.name)) _arguments \\\n            " + specs.joined(separator: " \\\n            ")
                 + " ;;\n"
@@ -202,6 +207,7 @@ enum CompletionsCommand: Command {
                 lines.append("complete -c adcache \(cond) -a '\(shells.joined(separator: " "))'")
             }
             if c.name == "fetch" { lines.append("complete -c adcache \(cond) -F") }
+            if c.name == "event" { lines.append("complete -c adcache \(cond) -a '\(eventTypes)'") }
         }
         return lines.joined(separator: "\n")
     }

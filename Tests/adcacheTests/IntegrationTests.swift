@@ -53,6 +53,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
             COMP_WORDS=(adcache next --type ''); COMP_CWORD=3; _adcache; echo "3:${COMPREPLY[*]}"
             COMP_WORDS=(adcache --cache-dir /tmp/x fetch --par); COMP_CWORD=4; _adcache; echo "4:${COMPREPLY[*]}"
             COMP_WORDS=(adcache help ''); COMP_CWORD=2; _adcache; echo "5:${COMPREPLY[*]}"
+            COMP_WORDS=(adcache event c); COMP_CWORD=2; _adcache; echo "6:${COMPREPLY[*]}"
             """
         let r = sh("/bin/bash", ["-c", probe])
         #expect(r.status == 0, "\(r.stderr)")
@@ -62,6 +63,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.stdout.contains("3:image video\n"))
         #expect(r.stdout.contains("4:--parallel\n"))
         #expect(r.stdout.contains("5:fetch next event report stats prune list clear config help completions\n"))
+        #expect(r.stdout.contains("6:click complete\n"))
     }
 
     @Test(
