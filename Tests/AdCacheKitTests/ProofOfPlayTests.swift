@@ -292,6 +292,30 @@ import Testing
         #expect(counts == ["a": 50, "b": 30, "c": 20])
     }
 
+    /// A fold is three durable steps — events.json, index.json, emptying the journal. A crash
+    /// after any of them, then another show, then a fold: every show counted once.
+    @Test(arguments: [1, 2])
+    func aFoldCutShortCountsNothingTwice(stepsDone: Int) throws {
+        let p = try Harness()
+        for _ in 0..<3 { _ = try p.cache().shown() }
+        let store = p.h.store
+        let records = try store.journal.read(warn: { _ in })
+        var log = try store.loadEvents(warn: { _ in }, setAside: false)
+        log.fold(records, bounds: EventBounds(), now: Date().timeIntervalSince1970)
+        try store.saveEvents(log)   // step 1
+        if stepsDone >= 2 { try store.save(try store.loadLocked(warn: { _ in }).index) }   // step 2
+        #expect(try store.journal.read(warn: { _ in }).count == 3, "the crash: the journal was not emptied")
+        #expect(try p.h.index().ads[0].shows == 3)
+        _ = try p.cache().shown()
+        _ = try p.cache().prune()
+        #expect(FileIO.size(store.journal.path) == 0)
+        #expect(try p.h.index().ads[0].shows == 4)
+        let stats = try p.cache().stats()
+        #expect(stats.days.map(\.shows) == [4] && stats.pending == 4)
+        #expect(try p.report().delivered == 4)
+        #expect(p.trackerRequests.count == 4)
+    }
+
     @Test func aRecordedShowAppendsALineAndLeavesTheIndexAlone() throws {
         let p = try Harness(ids: (0..<50).map { "ad\($0)" })
         let index = try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath))

@@ -79,7 +79,13 @@ final class Reporter {
                     .report, "no report URL is configured or in the feed; dropping \(batched.count) batched events"))
         }
 
-        var done: [(Delivery, Bool)] = []   // delivered, else dropped for good
+        // What became of each delivery is recorded as the run goes (every quarter second, or
+        // less often when a long queue makes a record slow) and at the end, so a run killed
+        // part-way re-sends, next time, only what it had not recorded yet.
+        var done: [(Delivery, Bool)] = []
+        var lastRecord = monotonicNow()
+        var recordEvery = 0.25   // grows with the time a record takes (a long queue)
+        var recordError: Error?
         TransferEngine(settings: settings).run(requests) { i, response in
             if let error = response.error {
                 if case .httpStatus(let status) = error, (300...399).contains(status) {
@@ -91,24 +97,43 @@ final class Reporter {
             } else {
                 done.append((deliveries[i], true))
             }
+            if monotonicNow() - lastRecord >= recordEvery, !done.isEmpty, recordError == nil {
+                let started = monotonicNow()
+                do {
+                    try record(done, droppedBatch: [], into: &result)
+                    done.removeAll()
+                } catch {
+                    recordError = error
+                }
+                lastRecord = monotonicNow()
+                recordEvery = max(0.25, 10 * (lastRecord - started))
+            }
         }
+        if let recordError { throw recordError }
+        result.pending = try record(done, droppedBatch: droppedBatch, into: &result)
+        return result
+    }
 
-        // Record what became of each delivery in the log as it is now (a fetch or prune may
-        // have folded more events in meanwhile).
-        return try store.withIndexLock {
+    /// Takes finished deliveries out of the queue as it is now (a fetch or prune may have
+    /// folded more events in meanwhile) and counts them; returns the deliveries left.
+    @discardableResult
+    private func record(_ done: [(Delivery, Bool)], droppedBatch: Set<String>, into result: inout ReportResult)
+        throws -> Int
+    {
+        try store.withIndexLock {
             var log = try store.loadEvents(warn: warn, setAside: true)
             var trackersDone: [String: Set<String>] = [:]
             var batchDone = droppedBatch
+            var delivered = 0, dropped = droppedBatch.count
             for (delivery, ok) in done {
                 switch delivery {
                 case .tracker(let nonce, let url): trackersDone[nonce, default: []].insert(url)
                 case .batch(let nonces): batchDone.formUnion(nonces)
                 }
-                if ok { result.delivered += delivery.count } else { result.dropped += delivery.count }
+                if ok { delivered += delivery.count } else { dropped += delivery.count }
             }
-            result.dropped += droppedBatch.count
-            log.delivered += Int64(result.delivered)
-            log.droppedPermanent += Int64(result.dropped)
+            log.delivered += Int64(delivered)
+            log.droppedPermanent += Int64(dropped)
             for i in log.queue.indices {
                 let nonce = log.queue[i].nonce
                 if let urls = trackersDone[nonce] { log.queue[i].trackers.removeAll { urls.contains($0) } }
@@ -116,8 +141,9 @@ final class Reporter {
             }
             log.queue.removeAll { $0.pending == 0 }
             try store.saveEvents(log)
-            result.pending = Int(log.pending)
-            return result
+            result.delivered += delivered
+            result.dropped += dropped
+            return Int(log.pending)
         }
     }
 

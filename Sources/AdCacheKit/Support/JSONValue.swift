@@ -49,6 +49,11 @@ public enum JSONValue: Codable, Equatable, Sendable {
         return nil
     }
 
+    var objectValue: [String: JSONValue]? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+
     var arrayValue: [JSONValue]? {
         if case .array(let a) = self { return a }
         return nil
