@@ -6,7 +6,7 @@ enum ClearCommand: Command {
 
     static let spec = CommandSpec(
         name: "clear", abstract: "Remove every cached ad and file (the directory stays).",
-        discussion: "The queued proof-of-play events and the counts stay, unless --events: they are billing data.",
+        discussion: "The queued proof-of-play events and the counts stay (they are billing data) unless asked.",
         options: [events])
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
