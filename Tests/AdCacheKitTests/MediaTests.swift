@@ -21,3 +21,22 @@ import Testing
         #expect(try SHA256Hasher.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 }
+
+@Suite struct DigestTests {
+    /// FIPS 180-2's known answers, and one digest fed in uneven pieces.
+    @Test func sha256MatchesTheStandardsKnownAnswers() throws {
+        #expect(try SHA256Hasher.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(try SHA256Hasher.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
+        let h = try SHA256Hasher()
+        var offset = 0
+        var step = 1
+        while offset < million.count {
+            let end = min(million.count, offset + step)
+            million[offset..<end].withUnsafeBytes { h.update($0) }
+            offset = end
+            step = step * 3 + 7
+        }
+        #expect(h.finalizeHex() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+}

@@ -173,15 +173,20 @@ final class EasyTransfer {
 
     private func headerReceived(_ line: UnsafeRawBufferPointer) {
         lastByteAt = monotonicNow()
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
+        // Bytes, not Foundation strings: a report makes thousands of small requests.
+        if line.starts(with: "HTTP/".utf8) {
             response.headers = [:]   // a new response (after a redirect or 100 Continue)
             return
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
-        let name = text[..<colon].lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        response.headers[name] = value
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+        var start = colon + 1
+        var end = line.count
+        while start < end, isSpace(line[start]) { start += 1 }
+        while end > start, isSpace(line[end - 1]) { end -= 1 }
+        let name = String(
+            decoding: line[..<colon].lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        response.headers[name] = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
     }
 
     private var statusCode: Int {

@@ -36,7 +36,10 @@ final class TransferEngine {
         defer { _ = api.multiCleanup(multi) }
         adc_multi_setopt_long(api.multiSetopt, multi, CURLMOPT_MAXCONNECTS, max(settings.parallel, 4))
 
-        var waiting = requests.indices.map { Waiting(index: $0, attempt: 0, notBefore: 0) }
+        // Two queues: the requests not begun, in order (a head index, no O(n) removal: a report
+        // may hold 10,000), and the retries, each due at its own time (few).
+        var fresh = 0
+        var waiting: [Waiting] = []
         var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
         var doneCount = 0
         var finishedBytes: Int64 = 0   // received in this run by finished attempts
@@ -71,7 +74,7 @@ final class TransferEngine {
             }
         }
 
-        while !waiting.isEmpty || !active.isEmpty {
+        while fresh < requests.count || !waiting.isEmpty || !active.isEmpty {
             let now = monotonicNow()
             let stop: TransferError? =
                 settings.isCancelled?() == true
@@ -84,21 +87,29 @@ final class TransferEngine {
                     complete(t.index, t.abandon(r))
                 }
                 active.removeAll()
-                for w in waiting {
+                for index in waiting.map(\.index) + Array(requests.indices[fresh...]) {
                     var r = TransferResponse()
                     r.error = stop
-                    complete(w.index, r)
+                    complete(index, r)
                 }
                 waiting.removeAll()
+                fresh = requests.count
                 break
             }
 
             // Start what may start.
             var i = 0
-            while i < waiting.count && active.count < settings.parallel {
-                let w = waiting[i]
-                guard w.notBefore <= now else { i += 1; continue }
-                waiting.remove(at: i)
+            while active.count < settings.parallel {
+                let w: Waiting
+                if i < waiting.count {   // retries first, when due
+                    guard waiting[i].notBefore <= now else { i += 1; continue }
+                    w = waiting.remove(at: i)
+                } else if fresh < requests.count {
+                    w = Waiting(index: fresh, attempt: 0, notBefore: 0)
+                    fresh += 1
+                } else {
+                    break
+                }
                 guard
                     let t = EasyTransfer(
                         api: api, request: requests[w.index], index: w.index, attempt: w.attempt, settings: settings)
@@ -125,11 +136,13 @@ final class TransferEngine {
             _ = api.multiPerform(multi, &running)
 
             var queued: Int32 = 0
+            var finishedAny = false
             while let msg = api.multiInfoRead(multi, &queued) {
                 guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle,
                     let t = active.removeValue(forKey: h)
                 else { continue }
                 let code = msg.pointee.data.result
+                finishedAny = true
                 _ = api.multiRemove(multi, h)
                 let response = t.finish(code)
                 finishedBytes += t.received
@@ -142,7 +155,8 @@ final class TransferEngine {
             report()
 
             // Sleep until something happens, a retry is due, or the deadline comes; not at
-            // all when a waiting transfer may start now.
+            // all when a slot just freed and a transfer is waiting for it.
+            if finishedAny && fresh < requests.count { continue }
             let later = monotonicNow()
             var timeout = 100.0
             if active.count < settings.parallel, let due = waiting.map(\.notBefore).min() {
@@ -154,7 +168,7 @@ final class TransferEngine {
             if timeout < 1 { continue }
             if !active.isEmpty {
                 _ = api.multiPoll(multi, nil, 0, Int32(timeout), nil)
-            } else if !waiting.isEmpty {
+            } else if !waiting.isEmpty || fresh < requests.count {
                 usleep(useconds_t(timeout * 1000))
             }
         }

@@ -6,15 +6,18 @@ import CCrypto
     import Darwin
 #endif
 
-/// libcrypto's EVP digest functions, looked up once with dlopen/dlsym by the first digest.
+/// libcrypto's SHA-256 functions, looked up once with dlopen/dlsym by the first digest.
+///
+/// The one-shot `SHA256_Init/Update/Final` interface, present in OpenSSL 1.1 and 3 alike
+/// (deprecated in 3, not removed), rather than EVP: EVP in OpenSSL 3 initialises the
+/// provider machinery, 2 MB of resident memory that a 1 GiB download gains nothing from.
 struct CryptoAPI: @unchecked Sendable {
-    let newContext: @convention(c) () -> OpaquePointer?
-    let freeContext: @convention(c) (OpaquePointer?) -> Void
-    let sha256: @convention(c) () -> OpaquePointer?
-    let digestInit: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32
-    let digestUpdate: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32
-    let digestFinal:
-        @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) -> Int32
+    let initialize: @convention(c) (UnsafeMutableRawPointer?) -> Int32
+    let update: @convention(c) (UnsafeMutableRawPointer?, UnsafeRawPointer?, Int) -> Int32
+    let final: @convention(c) (UnsafeMutablePointer<UInt8>?, UnsafeMutableRawPointer?) -> Int32
+
+    /// Bytes for a `SHA256_CTX` (112 in OpenSSL 1.1 and 3), with room to spare.
+    static let contextSize = 256
 
     #if os(macOS)
         static let libraryNames = ["libcrypto.3.dylib", "libcrypto.dylib"]
@@ -29,18 +32,13 @@ struct CryptoAPI: @unchecked Sendable {
         for name in libraryNames {
             guard let lib = dlopen(name, RTLD_NOW | RTLD_LOCAL) else { continue }
             func symbol<T>(_ s: String) -> T? { dlsym(lib, s).map { unsafeBitCast($0, to: T.self) } }
-            if let a: @convention(c) () -> OpaquePointer? = symbol("EVP_MD_CTX_new"),
-                let b: @convention(c) (OpaquePointer?) -> Void = symbol("EVP_MD_CTX_free"),
-                let c: @convention(c) () -> OpaquePointer? = symbol("EVP_sha256"),
-                let d: @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32 = symbol(
-                    "EVP_DigestInit_ex"),
-                let e: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32 = symbol("EVP_DigestUpdate"),
-                let f:
-                    @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?) ->
-                        Int32 = symbol("EVP_DigestFinal_ex")
+            if let a: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = symbol("SHA256_Init"),
+                let b: @convention(c) (UnsafeMutableRawPointer?, UnsafeRawPointer?, Int) -> Int32 = symbol(
+                    "SHA256_Update"),
+                let c: @convention(c) (UnsafeMutablePointer<UInt8>?, UnsafeMutableRawPointer?) -> Int32 = symbol(
+                    "SHA256_Final")
             {
-                return .success(
-                    CryptoAPI(newContext: a, freeContext: b, sha256: c, digestInit: d, digestUpdate: e, digestFinal: f))
+                return .success(CryptoAPI(initialize: a, update: b, final: c))
             }
         }
         return .failure(
@@ -50,23 +48,27 @@ struct CryptoAPI: @unchecked Sendable {
     }()
 }
 
-/// Incremental SHA-256 through OpenSSL's EVP interface.
+/// Incremental SHA-256 through OpenSSL's libcrypto.
 final class SHA256Hasher {
     private let api: CryptoAPI
-    private let context: OpaquePointer?
+    private let context = UnsafeMutableRawPointer.allocate(byteCount: CryptoAPI.contextSize, alignment: 16)
 
     /// Throws `libraryMissing` when libcrypto cannot be loaded.
     init() throws {
-        api = try CryptoAPI.shared.get()
-        context = api.newContext()
-        _ = api.digestInit(context, api.sha256(), nil)
+        do {
+            api = try CryptoAPI.shared.get()
+        } catch {
+            context.deallocate()
+            throw error
+        }
+        _ = api.initialize(context)
     }
 
-    deinit { api.freeContext(context) }
+    deinit { context.deallocate() }
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        _ = api.digestUpdate(context, base, bytes.count)
+        _ = api.update(context, base, bytes.count)
     }
 
     func update<S: Sequence>(_ bytes: S) where S.Element == UInt8 {
@@ -77,8 +79,7 @@ final class SHA256Hasher {
     /// The digest as 64 lowercase hex digits. The hasher cannot be used afterwards.
     func finalizeHex() -> String {
         var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        _ = api.digestFinal(context, &digest, &length)
+        _ = api.final(&digest, context)
         return hexString(digest)
     }
 
