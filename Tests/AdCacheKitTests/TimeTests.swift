@@ -55,3 +55,19 @@ import Testing
         }
     }
 }
+
+@Suite struct FormatTests {
+    @Test func numbersAsPrintfWouldWriteThem() {
+        #expect(Format.padded(7, width: 3) == "007")
+        #expect(Format.padded(12345, width: 3) == "12345")
+        #expect(Format.padded(UInt64(0xAB), width: 16, radix: 16) == "00000000000000ab")
+        #expect(Format.padded(UInt64.max, width: 16, radix: 16) == "ffffffffffffffff")
+        #expect(Format.percent(0x2F) == "%2F" && Format.percent(0x0A) == "%0A")
+        #expect(Format.decimals(1.46, 1) == "1.5" && Format.decimals(9.96, 1) == "10.0")
+        #expect(Format.decimals(0.04, 1) == "0.0" && Format.decimals(-2.25, 1) == "-2.3")
+        #expect(Time.formatMillis(1_796_000_000.25) == "2026-11-30T00:53:20.250Z")
+        #expect(Time.formatMillis(0) == "1970-01-01T00:00:00.000Z")
+        #expect(Time.formatDay(20788) == "2026-12-01" && Time.parseDay("2026-12-01") == 20788)
+        #expect(Time.parseDay("2026-02-30") == nil && Time.parseDay("26-12-01") == nil)
+    }
+}

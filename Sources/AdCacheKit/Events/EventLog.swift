@@ -227,7 +227,7 @@ extension Time {
     /// `YYYY-MM-DD` of a day number (days since 1970-01-01).
     static func formatDay(_ day: Int) -> String {
         let (y, m, d) = civilFromDays(day)
-        return String(format: "%04d-%02d-%02d", y, m, d)
+        return Format.padded(y, width: 4) + "-" + Format.padded(m, width: 2) + "-" + Format.padded(d, width: 2)
     }
 
     /// The day number of `YYYY-MM-DD`, or nil.
@@ -244,7 +244,7 @@ extension Time {
     static func formatMillis(_ t: Double) -> String {
         let whole = Time.format(clamped(t).rounded(.down))
         let ms = Int(((clamped(t) - clamped(t).rounded(.down)) * 1000).rounded(.down))
-        return String(whole.dropLast()) + String(format: ".%03d", min(ms, 999)) + "Z"
+        return String(whole.dropLast()) + "." + Format.padded(min(ms, 999), width: 3) + "Z"
     }
 }
 

@@ -57,7 +57,7 @@ extension AdCache {
                     UInt8(ascii: "~"):
                     out.unicodeScalars.append(Unicode.Scalar(b))
                 default:
-                    out += String(format: "%%%02X", b)
+                    out += Format.percent(b)
                 }
             }
             return out
@@ -66,12 +66,13 @@ extension AdCache {
         /// 128 random bits, hex: unique to one event.
         static func nonce() -> String {
             var g = SystemRandomNumberGenerator()
-            return String(format: "%016llx%016llx", g.next() as UInt64, g.next() as UInt64)
+            return Format.padded(g.next() as UInt64, width: 16, radix: 16)
+                + Format.padded(g.next() as UInt64, width: 16, radix: 16)
         }
 
         /// Eight random digits, fixed per event.
         static func cachebusting() -> String {
-            String(format: "%08d", Int.random(in: 0...99_999_999))
+            Format.padded(Int.random(in: 0...99_999_999), width: 8)
         }
     }
 }

@@ -36,6 +36,6 @@ public enum ByteSize {
         var u = 0
         while v >= 1024, u < units.count - 1 { v /= 1024; u += 1 }
         if u == 0 { return "\(bytes)B" }
-        return v < 10 ? String(format: "%.1f", v) + units[u] : "\(Int(v.rounded()))\(units[u])"
+        return v < 10 ? Format.decimals(v, 1) + units[u] : "\(Int(v.rounded()))\(units[u])"
     }
 }

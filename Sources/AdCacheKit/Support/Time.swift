@@ -115,8 +115,8 @@ enum Time {
         let (y, m, d) = civilFromDays(days)
         func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
         var s =
-            "\(String(format: "%04d", y))-\(two(m))-\(two(d))T\(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
-        if ms > 0 && ms < 1000 { s += String(format: ".%03d", ms) }
+            "\(Format.padded(y, width: 4))-\(two(m))-\(two(d))T\(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
+        if ms > 0 && ms < 1000 { s += "." + Format.padded(ms, width: 3) }
         return s + "Z"
     }
 
