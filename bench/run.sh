@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-scripts/deps.sh hyperfine curl jq nginx-light time python3 >&2
+scripts/deps.sh hyperfine curl jq nginx-light time python3 strace >&2
 # Two builds: the default one (Swift runtime as shared libraries, like the minimal program
 # it is compared with) and the shipping one of `make release` (runtime linked in).
 swift build -c release --product adcache >&2
@@ -92,7 +92,7 @@ bodies=$(awk '$2 ~ /^\/a\// && $3 == 200 { n += $4 } END { print n + 0 }' "$W/se
 row "second fetch, nothing changed: asset body bytes" "$bodies" "0" "—" "0" "$( [ "$bodies" = 0 ] && echo yes || echo NO)"
 row "second fetch time vs first fetch" "$(ms "$(median "$W/f2.json")")" "$(ms "$f")" "$(ratio "$(median "$W/f2.json")" "$f")" "—" ""
 
-echo "== 5: peak memory fetching a 1 GiB video vs a 10 MiB one (nginx)" >&2
+echo "== 5: peak memory fetching a 1 GiB video vs a 10 MiB one (nginx); 1 GiB vs curl -o" >&2
 mkdir -p "$W/big"
 for s in 10M 1G; do
     truncate -s "$s" "$W/big/v$s.mp4"
@@ -110,6 +110,7 @@ http { access_log off; sendfile on;
        server { listen 127.0.0.1:$NPORT; root $W/big; } }
 NGINX
 nginx -c "$W/nginx.conf" -g 'daemon off;' & PIDS+=($!)
+NGINX_PID=$!
 waitport "$NPORT"
 rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
 r10=$(rss "$ADC" --cache-dir "$W/m10" fetch -q --no-progress --max-asset-size 2G "http://127.0.0.1:$NPORT/feed10M.json")
@@ -120,6 +121,31 @@ c1g=$(rss curl -s -o "$W/c1g" "http://127.0.0.1:$NPORT/v1G.mp4")
 rm -f "$W/c10" "$W/c1g"
 row "peak RSS, 1 GiB video vs 10 MiB video" "${r1g} KiB" "${r10} KiB" "$(ratio "$r1g" "$r10")" "≤ 1.1" "$(met "$(ratio "$r1g" "$r10")" 1.1)"
 row "  curl's peak RSS, 1 GiB / 10 MiB" "${c1g} KiB" "${c10} KiB" "$(ratio "$c1g" "$c10")" "—" ""
+# SPEC v2: the 1 GiB download against curl -o, time (digest and fsync included) and peak RSS,
+# with the binary the package ships (make release) and the default build.
+G="http://127.0.0.1:$NPORT"
+hyperfine -N -w 1 -r 5 --prepare "rm -rf $W/g1" --export-json "$W/g1.json" "$BS --cache-dir $W/g1 fetch -q --no-progress --max-asset-size 2G $G/feed1G.json" >/dev/null 2>&1
+hyperfine -N -w 1 -r 5 --prepare "rm -f $W/c1g" --export-json "$W/cg1.json" "curl -s -o $W/c1g $G/v1G.mp4" >/dev/null 2>&1
+t=$(median "$W/g1.json"); tc=$(median "$W/cg1.json")
+row "fetch of a 1 GiB video vs curl -o (make release build)" "$(ms "$t")" "$(ms "$tc")" "$(ratio "$t" "$tc")" "≤ 1.5" "$(met "$(ratio "$t" "$tc")" 1.5)"
+rm -rf "$W/g1" "$W/c1g"
+rs=$(rss "$BS" --cache-dir "$W/g1" fetch -q --no-progress --max-asset-size 2G "$G/feed1G.json"); rm -rf "$W/g1"
+row "  its peak RSS vs curl -o's" "${rs} KiB" "${c1g} KiB" "$(ratio "$rs" "$c1g")" "≤ 2" "$(met "$(ratio "$rs" "$c1g")" 2)"
+row "  peak RSS of the default build (Swift runtime as shared libraries)" "${r1g} KiB" "${c1g} KiB" "$(ratio "$r1g" "$c1g")" "—" ""
+echo "== 5b: a small fetch, the feed and 6 assets (1.4 MB) from nginx, vs curl --parallel on the 7 URLs" >&2
+mkdir -p "$W/big/s"
+for i in 1 2 3 4 5 6; do { printf '\xff\xd8\xff\xe0'; head -c 240000 /dev/urandom; } > "$W/big/s/$i.jpg"; done
+python3 -c 'import json; print(json.dumps({"version": 1, "ads": [{"id": "ad%d" % i, "url": "s/%d.jpg" % i, "type": "image"} for i in range(1, 7)]}))' > "$W/big/feed7.json"
+{ echo "url = \"$G/feed7.json\""; echo "output = \"$W/c7/feed.json\""
+  for i in 1 2 3 4 5 6; do echo "url = \"$G/s/$i.jpg\""; echo "output = \"$W/c7/$i.jpg\""; done; } > "$W/c7.cfg"
+hyperfine -N -w 3 -r 20 --prepare "rm -rf $W/f7" --export-json "$W/f7.json" "$BS --cache-dir $W/f7 fetch -q --no-progress $G/feed7.json" >/dev/null 2>&1
+hyperfine -N -w 3 -r 20 --prepare "rm -rf $W/c7" --export-json "$W/c7.json" "curl -s --create-dirs --parallel --config $W/c7.cfg" >/dev/null 2>&1
+t=$(median "$W/f7.json"); tc=$(median "$W/c7.json")
+row "fetch of the feed + 6 assets vs curl --parallel, 7 URLs (make release build)" "$(ms "$t")" "$(ms "$tc")" "$(ratio "$t" "$tc")" "—" ""
+hyperfine -N -w 3 -r 20 --export-json "$W/v.json" "$BS --version" >/dev/null 2>&1
+hyperfine -N -w 3 -r 20 --export-json "$W/cv.json" "curl --version" >/dev/null 2>&1
+row "  the floor: start-up with libcurl loaded (adcache --version vs curl --version)" "$(ms "$(median "$W/v.json")")" "$(ms "$(median "$W/cv.json")")" "$(ratio "$(median "$W/v.json")" "$(median "$W/cv.json")")" "—" ""
+kill "$NGINX_PID" 2>/dev/null || true
 
 echo "== 6: prune on 10,000 ads; fetch cost per ad as the feed grows" >&2
 hyperfine -N -w 1 -r 10 --export-json "$W/p.json" "$ADC --cache-dir $W/i10k prune -q" >/dev/null 2>&1
@@ -144,6 +170,50 @@ for n in 10 100 1000; do
     t=$(median "$W/g$n.json"); tc=$(median "$W/gc$n.json")
     row "fetch of $n ads (2 KiB each, no delay): per ad, vs curl" "$(python3 -c "print(f'{$t*1000/$n:.2f} ms')")" "$(python3 -c "print(f'{$tc*1000/$n:.2f} ms')")" "$(ratio "$t" "$tc")" "linear" ""
 done
+
+echo "== 7: what a launch writes, and next against jq's selection over the feed file" >&2
+python3 bench/make_index.py "$W/w100" 100
+# (w10k is i10k's copy; i10k's feed.json serves the jq row below)
+cp -r "$W/i10k" "$W/w10k"
+for n in 100 10k; do
+    read -r wrote stored < <(python3 bench/io_bytes.py "$ADC" --cache-dir "$W/w$n" next)
+    row "bytes written by a recorded show, ${n/10k/10,000} ads: write(2) / to storage" "$wrote B / $stored B" "" "" "≤ 64 KiB" "$(met "$wrote" 65536)"
+done
+FEEDJQ='[.ads[]|select(.expires>$now and .maxShows>0)]|max_by([.priority,-.expires])|.url'
+hyperfine -N -w 2 -r 15 --export-json "$W/jqf.json" "jq -r --argjson now $NOW '$FEEDJQ' $W/i10k/feed.json" >/dev/null 2>&1
+jqf=$(median "$W/jqf.json")
+row "next --peek, 10,000 ads vs jq's selection over the feed file" "$(ms "$n10k")" "$(ms "$jqf")" "$(ratio "$n10k" "$jqf")" "≤ 0.5" "$(met "$(ratio "$n10k" "$jqf")" 0.5)"
+hyperfine -N -w 2 -r 15 --export-json "$W/n10kw2.json" "$ADC --cache-dir $W/w10k next" >/dev/null 2>&1
+n10kw=$(median "$W/n10kw2.json")
+row "next (records the show), 10,000 ads vs jq over the feed file" "$(ms "$n10kw")" "$(ms "$jqf")" "$(ratio "$n10kw" "$jqf")" "≤ 0.5" "$(met "$(ratio "$n10kw" "$jqf")" 0.5)"
+
+echo "== 8: proof of play — report of 10,000 queued impressions vs curl --parallel; next with trackers" >&2
+TPORT=$(freeport)
+mkdir -p "$W/tw"
+cat > "$W/tnginx.conf" <<NGINX
+user root;
+worker_processes 1;
+pid $W/tnginx.pid;
+error_log $W/tnginx.err;
+events { worker_connections 256; }
+http { access_log off; keepalive_requests 100000;
+       server { listen 127.0.0.1:$TPORT; root $W/tw; location /t/ { return 204; } } }
+NGINX
+nginx -c "$W/tnginx.conf" -g 'daemon off;' & PIDS+=($!)
+waitport "$TPORT"
+{ printf '\xff\xd8\xff\xe0'; head -c 3000 /dev/urandom; } > "$W/tw/a.jpg"
+echo '{"version": 1, "ads": [{"id": "a", "url": "a.jpg", "type": "image"}]}' > "$W/tw/feed.json"
+"$ADC" --cache-dir "$W/q" fetch -q --no-progress "http://127.0.0.1:$TPORT/feed.json"
+for par in 4 50; do
+    hyperfine -N -w 1 -r 5 --prepare "python3 bench/queue.py $W/q 10000 $TPORT $W/q.cfg" --export-json "$W/r.json" "$ADC --cache-dir $W/q report -q --parallel $par" >/dev/null 2>&1
+    hyperfine -N -w 1 -r 5 --export-json "$W/rc.json" "curl -s --parallel --parallel-max $par --config $W/q.cfg" >/dev/null 2>&1
+    t=$(median "$W/r.json"); tc=$(median "$W/rc.json")
+    row "report of 10,000 queued impressions vs curl --parallel --parallel-max $par" "$(ms "$t")" "$(ms "$tc")" "$(ratio "$t" "$tc")" "≤ 1" "$(met "$(ratio "$t" "$tc")" 1)"
+done
+python3 bench/make_index.py "$W/t100" 100 --tracking
+python3 bench/make_index.py "$W/u100" 100
+pair tr "$ADC --cache-dir $W/t100 next" "$ADC --cache-dir $W/u100 next"
+row "next (records the show), 100 ads: with 2 impression trackers vs none" "$(ms "$A")" "$(ms "$B")" "+$(python3 -c "print(f'{($A-$B)*1000:.2f}')") ms" "≤ +1 ms" "$(python3 -c "print('yes' if $A - $B <= 0.001 else 'NO')")"
 
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
