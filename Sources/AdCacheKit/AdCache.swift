@@ -287,13 +287,10 @@ public struct FetchOptions: Sendable {
     /// The ranges an app could get wrong; the command line checks them first, with its own
     /// messages.
     func validate() throws {
+        try transfer.validate(deadline: deadline)
         func check(_ ok: Bool, _ what: String) throws {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
-        try check(timeout > 0 && timeout.isFinite, "the timeout must be a positive number of seconds")
-        try check(deadline.map { $0 > 0 && $0.isFinite } ?? true, "the deadline must be a positive number of seconds")
-        try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
-        try check((0...20).contains(retries), "retries must be 0 to 20")
         try check(maxAssetSize >= 0 && maxFeedSize >= 0, "size limits cannot be negative")
         try check(jitter >= 0 && jitter <= 86400, "the jitter must be 0 to 86400 seconds")
         try check(limitRate.map { $0 > 0 } ?? true, "the rate limit must be at least 1 byte per second")
@@ -362,13 +359,10 @@ public struct ReportOptions: Sendable {
     public init() {}
 
     func validate() throws {
+        try transfer.validate(deadline: deadline)
         func check(_ ok: Bool, _ what: String) throws {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
-        try check(timeout > 0 && timeout.isFinite, "the timeout must be a positive number of seconds")
-        try check(deadline.map { $0 > 0 && $0.isFinite } ?? true, "the deadline must be a positive number of seconds")
-        try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
-        try check((0...20).contains(retries), "retries must be 0 to 20")
         try check(maxEvents.map { $0 >= 1 } ?? true, "max-events must be at least 1")
         try check(maxEventAge.map { $0 >= 1 } ?? true, "max-event-age must be at least 1 day")
     }
@@ -384,6 +378,20 @@ public struct StatsOptions: Sendable {
     public init(since: Date? = nil, days: Int = 30) {
         self.since = since
         self.days = days
+    }
+}
+
+extension TransferSettings {
+    /// The ranges an app could get wrong (fetch and report alike); the command line checks
+    /// them first, with its own messages.
+    func validate(deadline: Double?) throws {
+        func check(_ ok: Bool, _ what: String) throws {
+            if !ok { throw AdCacheError.invalidRequest(what) }
+        }
+        try check(timeout > 0 && timeout.isFinite, "the timeout must be a positive number of seconds")
+        try check(deadline.map { $0 > 0 && $0.isFinite } ?? true, "the deadline must be a positive number of seconds")
+        try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
+        try check((0...20).contains(retries), "retries must be 0 to 20")
     }
 }
 

@@ -60,6 +60,20 @@ final class CacheStore {
         var recovered = false
         /// The journal held shows the index on disk does not (see `Journal`).
         var unfolded = false
+        /// For an index read `forSelection`: the bytes and each record's place in them, to
+        /// read the chosen record whole (`complete`).
+        var source: [UInt8] = []
+        var ranges: [Range<Int>] = []
+
+        /// Fills in what a selection read left out of record `i` (its feed-given texts).
+        func complete(_ record: inout AdRecord, at i: Int) {
+            guard i < ranges.count else { return }
+            let whole: AdRecord? = source.withUnsafeBufferPointer { all in
+                var s = JSONScanner(UnsafeBufferPointer(rebasing: all[ranges[i]]))
+                return try? AdRecord.Decoded(&s, forSelection: false).record
+            }
+            if let whole { record.takeTexts(of: whole) }
+        }
     }
 
     /// Shows and events appended since the last fold.
@@ -79,27 +93,33 @@ final class CacheStore {
     /// cannot be parsed is read from the previous generation instead, with a warning. Records
     /// that cannot be trusted are left out, each with a warning (SPEC §6).
     func load(warn: WarningSink) throws -> CacheIndex {
-        var index: CacheIndex
-        switch try read(indexPath) {
-        case .success(let decoded): index = decoded.index(warn: warn)
-        case .failure(let unreadable): index = try fallBack(unreadable.reason, movedTo: nil, warn: warn).index
+        try load(warn: warn, forSelection: false).index
+    }
+
+    /// As `load`; `forSelection` reads only what choosing an ad needs of each record (`next`
+    /// at every launch), and `Loaded.complete` reads the chosen one whole.
+    func load(warn: WarningSink, forSelection: Bool) throws -> Loaded {
+        var loaded: Loaded
+        switch try read(indexPath, forSelection: forSelection) {
+        case .success(let decoded): loaded = decoded.loaded(warn: warn)
+        case .failure(let unreadable): loaded = try fallBack(unreadable.reason, movedTo: nil, warn: warn)
         }
-        try applyJournal(&index, warn: warn)
-        return index
+        try applyJournal(&loaded.index, warn: warn)
+        return loaded
     }
 
     /// As `load`, for a caller that holds the index lock and may write: an index that cannot
     /// be parsed is moved aside (`index.json.corrupt-<time>`, never over an earlier one) and
     /// the previous generation, if readable, takes its place.
-    func loadLocked(warn: WarningSink) throws -> Loaded {
-        var loaded = try loadLockedIndex(warn: warn)
+    func loadLocked(warn: WarningSink, forSelection: Bool = false) throws -> Loaded {
+        var loaded = try loadLockedIndex(warn: warn, forSelection: forSelection)
         loaded.unfolded = try applyJournal(&loaded.index, warn: warn)
         return loaded
     }
 
-    private func loadLockedIndex(warn: WarningSink) throws -> Loaded {
-        switch try read(indexPath) {
-        case .success(let decoded): return Loaded(index: decoded.index(warn: warn))
+    private func loadLockedIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {
+        switch try read(indexPath, forSelection: forSelection) {
+        case .success(let decoded): return decoded.loaded(warn: warn)
         case .failure(let unreadable):
             let aside = asideName()
             guard rename(indexPath, aside) == 0 else {
@@ -140,7 +160,7 @@ final class CacheStore {
 
     struct Unreadable: Error { var reason: String }
 
-    private func read(_ path: String) throws -> Result<IndexCoder.Decoded, Unreadable> {
+    private func read(_ path: String, forSelection: Bool = false) throws -> Result<IndexCoder.Decoded, Unreadable> {
         guard FileIO.exists(path) else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
         let bytes: [UInt8]
         do {
@@ -151,7 +171,7 @@ final class CacheStore {
         if bytes.isEmpty { return .failure(Unreadable(reason: "it is empty")) }
         let decoded: IndexCoder.Decoded
         do {
-            decoded = try IndexCoder.decode(bytes)
+            decoded = try IndexCoder.decode(bytes, forSelection: forSelection)
         } catch let e as JSONScanner.Malformed {
             return .failure(Unreadable(reason: "\(e.what) at byte \(e.offset)"))
         } catch {
@@ -168,6 +188,9 @@ final class CacheStore {
     /// Replaces index.json atomically (temporary, fsync, rename, fsync of the directory),
     /// keeping the generation it replaces as index.json.old.
     func save(_ index: CacheIndex) throws {
+        guard !index.forSelection else {   // it lacks the feed's texts: never written
+            throw AdCacheError.io("internal error: an index read for selection cannot be saved")
+        }
         let bytes = try IndexCoder.encode(index)
         try FileIO.writeAtomically(bytes, to: indexPath) {
             // Before the new index takes the name: the current one becomes the old
@@ -229,11 +252,20 @@ enum IndexCoder {
     struct Decoded {
         var index: CacheIndex
         var repairs: [Diagnostic] = []
+        var source: [UInt8] = []
+        var ranges: [Range<Int>] = []
 
         /// The index, each repair said once as a warning.
         func index(warn: WarningSink) -> CacheIndex {
             for r in repairs { warn(r) }
             return index
+        }
+
+        func loaded(warn: WarningSink) -> CacheStore.Loaded {
+            var l = CacheStore.Loaded(index: index(warn: warn))
+            l.source = source
+            l.ranges = ranges
+            return l
         }
 
         mutating func repair(_ ad: String?, _ text: String) {
@@ -245,10 +277,14 @@ enum IndexCoder {
     /// cannot be trusted — a field of the wrong kind, an unknown state, a negative count, a
     /// time out of range — is dropped; a record whose only fault is its file name keeps its
     /// counts and loses the file. Either is a repair, said as a warning.
-    static func decode(_ bytes: [UInt8]) throws -> Decoded {
+    static func decode(_ bytes: [UInt8], forSelection: Bool = false) throws -> Decoded {
         try bytes.withUnsafeBufferPointer { buffer in
             var s = JSONScanner(buffer)
             var decoded = Decoded(index: CacheIndex())
+            if forSelection {
+                decoded.index.forSelection = true
+                decoded.source = bytes
+            }
             var version: Int64?
             var showSeq: Int64?
             try s.object { s, key in
@@ -276,7 +312,9 @@ enum IndexCoder {
                 case "ads":
                     var ids = Set<String>()
                     try s.array { s in
-                        var record = try AdRecord.Decoded(&s)
+                        let start = s.position()
+                        var record = try AdRecord.Decoded(&s, forSelection: forSelection)
+                        let end = s.position()
                         if record.fault == nil, !ids.insert(record.record.id).inserted {
                             record.fault = "an earlier record has the same id"
                         }
@@ -290,6 +328,7 @@ enum IndexCoder {
                             if record.record.state == .ready { record.record.state = .pending }
                         }
                         decoded.index.ads.append(record.record)
+                        if forSelection { decoded.ranges.append(start..<end) }
                     }
                 default: try s.skip()
                 }
@@ -403,7 +442,9 @@ extension AdRecord {
         /// How warnings name the record.
         var name: String { record.id.isEmpty ? "an ad without an id" : "ad '\(record.id)'" }
 
-        init(_ s: inout JSONScanner) throws {
+        /// `forSelection` skips the texts choosing an ad does not need (`takeTexts` brings
+        /// them back for the chosen one).
+        init(_ s: inout JSONScanner, forSelection: Bool = false) throws {
             var id: String?, url: String?, state: StoredState?, stateName: String?
             var r = AdRecord(ad: FeedAd(id: "", url: ""))
             var fault: String?
@@ -411,7 +452,7 @@ extension AdRecord {
                 let ok = try s.lenient { s -> Bool in
                     switch key {
                     case "id": id = try s.string()
-                    case "url": url = try s.string()
+                    case "url": if forSelection { try s.skip(); url = "" } else { url = try s.string() }
                     case "type":
                         if let name = try s.optString() {
                             guard let t = AdType(rawValue: name) else { return false }
@@ -424,10 +465,10 @@ extension AdRecord {
                     case "file": r.file = try s.optString()
                     case "bytes": r.bytes = try s.optInt()
                     case "fileMtime": r.fileMtime = try s.optInt()
-                    case "sha256": r.sha256 = try s.optString()
-                    case "fileSha256": r.fileSha256 = try s.optString()
-                    case "etag": r.etag = try s.optString()
-                    case "lastModified": r.lastModified = try s.optString()
+                    case "sha256": if forSelection { try s.skip() } else { r.sha256 = try s.optString() }
+                    case "fileSha256": if forSelection { try s.skip() } else { r.fileSha256 = try s.optString() }
+                    case "etag": if forSelection { try s.skip() } else { r.etag = try s.optString() }
+                    case "lastModified": if forSelection { try s.skip() } else { r.lastModified = try s.optString() }
                     case "start": r.start = try s.optDouble()
                     case "expires": r.expires = try s.optDouble()
                     case "maxShows": r.maxShows = try s.optInt()
@@ -435,14 +476,15 @@ extension AdRecord {
                     case "minInterval": r.minInterval = try s.optInt()
                     case "duration": r.duration = Int(try s.int())
                     case "priority": r.priority = try s.int()
-                    case "clickUrl": r.clickUrl = try s.optString()
-                    case "meta": r.meta = try s.null() ? nil : s.value()
+                    case "clickUrl": if forSelection { try s.skip() } else { r.clickUrl = try s.optString() }
+                    case "meta":
+                        if forSelection { try s.skip() } else { r.meta = try s.null() ? nil : s.value() }
                     case "shows": r.shows = try s.int()
                     case "lastShown": r.lastShown = try s.optDouble()
                     case "lastShowSeq": r.lastShowSeq = try s.optInt()
                     case "showDay": r.showDay = try s.optInt().map(Int.init)
                     case "showsOnDay": r.showsOnDay = try s.optInt()
-                    case "error": r.error = try s.optString()
+                    case "error": if forSelection { try s.skip() } else { r.error = try s.optString() }
                     case "weight": r.weight = try s.int()
                     case "failures": r.failures = try s.optInt()
                     case "freshUntil": r.freshUntil = try s.optDouble()
@@ -451,12 +493,14 @@ extension AdRecord {
                             guard let t = AdType(rawValue: name) else { return false }
                             r.feedType = t
                         }
-                    case "failedFor": r.failedFor = try s.optString()
+                    case "failedFor": if forSelection { try s.skip() } else { r.failedFor = try s.optString() }
                     case "retryAt": r.retryAt = try s.optDouble()
-                    case "failedEtag": r.failedEtag = try s.optString()
-                    case "failedLastModified": r.failedLastModified = try s.optString()
+                    case "failedEtag": if forSelection { try s.skip() } else { r.failedEtag = try s.optString() }
+                    case "failedLastModified":
+                        if forSelection { try s.skip() } else { r.failedLastModified = try s.optString() }
                     case "picks": r.picks = try s.optInt()
                     case "pickEpoch": r.pickEpoch = try s.optInt()
+                    case "tracking" where forSelection: try s.skip()
                     case "tracking":
                         var tracking: [String: [String]] = [:]
                         try s.object { s, event in tracking[event] = try s.strings() }

@@ -120,6 +120,23 @@ struct AdRecord: Equatable, Sendable {
         failedLastModified = nil
     }
 
+    /// The texts a selection read skips (`IndexCoder.decode(_:forSelection:)`), from the
+    /// same record read whole.
+    mutating func takeTexts(of whole: AdRecord) {
+        url = whole.url
+        etag = whole.etag
+        lastModified = whole.lastModified
+        sha256 = whole.sha256
+        fileSha256 = whole.fileSha256
+        clickUrl = whole.clickUrl
+        error = whole.error
+        failedFor = whole.failedFor
+        failedEtag = whole.failedEtag
+        failedLastModified = whole.failedLastModified
+        meta = whole.meta
+        tracking = whole.tracking
+    }
+
     /// Drops what described the cached file (it is gone or no longer this ad's).
     mutating func forgetFile() {
         file = nil
@@ -183,6 +200,8 @@ struct CacheIndex: Equatable, Sendable {
     var journalSeq: Int64 = 0
     /// The feed's top-level `reportUrl` (SPEC §8).
     var reportUrl: String?
+    /// Read for `next`'s choice only: its records lack the feed's texts; never saved.
+    var forSelection = false
     /// Seconds to add to the device clock (the feed server's `Date` minus the device's,
     /// when they differed by more than 300 s at the last fetch that measured).
     var clockOffset: Double?

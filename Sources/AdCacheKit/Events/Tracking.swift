@@ -38,29 +38,41 @@ extension AdCache {
         }
 
         /// Replaces each macro by its value, percent-encoded (RFC 3986 unreserved characters
-        /// stay as they are).
+        /// stay as they are). Bytes, not Foundation's `replacingOccurrences`, whose first use
+        /// costs a launch milliseconds.
         static func expand(_ url: String, _ macros: [String: String]) -> String {
-            guard url.contains("[") else { return url }
-            var out = url
-            for (macro, value) in macros where out.contains(macro) {
-                out = out.replacingOccurrences(of: macro, with: percentEncoded(value))
+            let bytes = Array(url.utf8)
+            guard bytes.contains(UInt8(ascii: "[")) else { return url }
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count + 64)
+            var i = 0
+            while i < bytes.count {
+                if bytes[i] == UInt8(ascii: "["), let close = bytes[i...].firstIndex(of: UInt8(ascii: "]")),
+                    let value = macros[String(decoding: bytes[i...close], as: UTF8.self)]
+                {
+                    out += percentEncoded(value).utf8
+                    i = close + 1
+                } else {
+                    out.append(bytes[i])
+                    i += 1
+                }
             }
-            return out
+            return String(decoding: out, as: UTF8.self)
         }
 
         static func percentEncoded(_ s: String) -> String {
-            var out = ""
+            var out: [UInt8] = []
             for b in s.utf8 {
                 switch b {
                 case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
                     UInt8(ascii: "~"):
-                    out.unicodeScalars.append(Unicode.Scalar(b))
+                    out.append(b)
                 default:
-                    out += Format.percent(b)
+                    out += Format.percent(b).utf8
                 }
             }
-            return out
+            return String(decoding: out, as: UTF8.self)
         }
 
         /// 128 random bits, hex: unique to one event.

@@ -148,23 +148,31 @@ final class Selector {
             return .nothingEligible
         }
         if options.peek {
-            let index = try store.load(warn: warn)
-            let t = moment.resolve(index)
-            if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
-            return SelectionPolicy.choose(in: index, at: t, options: options, filePresent: store.filePresent)
-                .map { .show(shown(index.ads[$0.position])) } ?? .nothingEligible
+            let loaded = try store.load(warn: warn, forSelection: true)
+            let t = moment.resolve(loaded.index)
+            if SelectionPolicy.coolingDown(loaded.index, at: t, options: options) { return .coolingDown }
+            guard
+                let choice = SelectionPolicy.choose(
+                    in: loaded.index, at: t, options: options, filePresent: store.filePresent)
+            else { return .nothingEligible }
+            var ad = loaded.index.ads[choice.position]
+            loaded.complete(&ad, at: choice.position)
+            return .show(shown(ad))
         }
         do {
             // The show and its impression: one line appended to the journal, under the index
-            // lock — a few hundred bytes whatever the size of the index (SPEC §7, §8).
+            // lock — a few hundred bytes whatever the size of the index (SPEC §7, §8). The
+            // index is read for the choice only; the chosen record is then read whole.
             return try store.withIndexLock {
-                var index = try store.loadLocked(warn: warn).index
+                let loaded = try store.loadLocked(warn: warn, forSelection: true)
+                var index = loaded.index
                 let t = moment.resolve(index)
                 if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
                 guard
                     let choice = SelectionPolicy.choose(
                         in: index, at: t, options: options, filePresent: store.filePresent)
                 else { return .nothingEligible }
+                loaded.complete(&index.ads[choice.position], at: choice.position)
                 let ad = index.ads[choice.position]
                 var record = proofOfPlay.record("impression", of: ad, at: t, reportUrl: index.reportUrl)
                 record.seq = min(index.showSeq + 1, AdRecord.counts.upperBound)

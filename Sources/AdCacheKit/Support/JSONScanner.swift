@@ -187,6 +187,11 @@ struct JSONScanner {
             break
         }
         guard i > digitsStart else { throw fail("expected a value") }
+        if integral, i - digitsStart <= 18 {   // the common case, without a String
+            var v: Int64 = 0
+            for k in digitsStart..<i { v = v * 10 + Int64(bytes[k] - 48) }
+            return .int(bytes[start] == UInt8(ascii: "-") ? -v : v)
+        }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
         if integral, let v = Int64(text) { return .int(v) }
         // 1e400 is well-formed JSON that no Double holds: the readers below refuse it.
@@ -239,8 +244,40 @@ struct JSONScanner {
         }
     }
 
-    /// Reads and drops a value (a field this version does not know).
-    mutating func skip() throws { _ = try value() }
+    /// Reads and drops a value (a field this version does not know, or one the caller does
+    /// not need): checked as strictly as `value()`, but nothing is built.
+    mutating func skip() throws {
+        switch try peek() {
+        case UInt8(ascii: "{"):
+            try object { s, _ in try s.skip() }
+        case UInt8(ascii: "["):
+            try array { s in try s.skip() }
+        case UInt8(ascii: "\""):
+            let open = i
+            i += 1
+            while i < bytes.count {
+                let c = bytes[i]
+                if c == UInt8(ascii: "\"") { i += 1; return }
+                if c == UInt8(ascii: "\\") {   // an escape: the full reader checks it
+                    i = open
+                    _ = try string()
+                    return
+                }
+                if c < 0x20 { throw fail("control character in string") }
+                i += 1
+            }
+            throw fail("unterminated string")
+        case UInt8(ascii: "n"): try literal("null")
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): _ = try bool()
+        default: _ = try number()
+        }
+    }
+
+    /// Where the scanner is (a byte offset), after any white space.
+    mutating func position() -> Int {
+        skipSpace()
+        return i
+    }
 
     /// Reads a value with `read`. When the value is well-formed JSON that `read` refuses (a
     /// string where a number belongs, a number out of range), skips it and returns nil;
