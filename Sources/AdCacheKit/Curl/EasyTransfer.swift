@@ -24,6 +24,9 @@ final class EasyTransfer {
     private var hasher: SHA256Hasher?
     private var resumeOffset: Int64 = 0
     private var bodyStarted = false
+    /// Bytes of this attempt's file handed to the disk so far (`FileIO.startWriteback`).
+    private var writebackFrom: Int64 = 0
+    static let writebackEvery: Int64 = 8 << 20
     private var writingBody = false
     /// Bytes received in this attempt (all bodies), for the progress line.
     private(set) var received: Int64 = 0
@@ -224,6 +227,12 @@ final class EasyTransfer {
             if let e = FileIO.writeAll(fd, bytes) {
                 failure = .writeFailed(FileIO.errnoText(e), errno: e)
                 return 0
+            }
+            // Write behind: the final fsync then waits for seconds' worth, not the whole file.
+            let end = (response.resumed ? resumeOffset : 0) + response.bytesReceived
+            if end - writebackFrom >= Self.writebackEvery {
+                FileIO.startWriteback(fd, offset: writebackFrom, length: end - writebackFrom)
+                writebackFrom = end
             }
         }
         return bytes.count
