@@ -79,12 +79,12 @@ final class Reporter {
                     .report, "no report URL is configured or in the feed; dropping \(batched.count) batched events"))
         }
 
-        // What became of each delivery is recorded as the run goes (every quarter second, or
-        // less often when a long queue makes a record slow) and at the end, so a run killed
+        // What became of each delivery is recorded as the run goes (every second, or less
+        // often when a long queue makes a record slow) and at the end, so a run killed
         // part-way re-sends, next time, only what it had not recorded yet.
         var done: [(Delivery, Bool)] = []
         var lastRecord = monotonicNow()
-        var recordEvery = 0.25   // grows with the time a record takes (a long queue)
+        var recordEvery = 1.0   // grows with the time a record takes (a long queue)
         var recordError: Error?
         TransferEngine(settings: settings).run(requests) { i, response in
             if let error = response.error {
@@ -106,7 +106,7 @@ final class Reporter {
                     recordError = error
                 }
                 lastRecord = monotonicNow()
-                recordEvery = max(0.25, 10 * (lastRecord - started))
+                recordEvery = max(1, 10 * (lastRecord - started))
             }
         }
         if let recordError { throw recordError }
