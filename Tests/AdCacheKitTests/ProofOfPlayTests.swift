@@ -316,6 +316,25 @@ import Testing
         #expect(p.trackerRequests.count == 4)
     }
 
+    /// Without fetch, report or prune, the journal would grow forever: past its size limit a
+    /// launch folds it, and nothing is lost or counted twice.
+    @Test func aLongJournalIsFoldedByALaunch() throws {
+        let p = try Harness()
+        let store = CacheStore(directory: p.h.store.directory)
+        store.journalFoldSize = 2000
+        let selector = Selector(store: store, proofOfPlay: .init(), warn: { _ in })
+        var sizes: [Int64] = []
+        for _ in 0..<12 {
+            _ = try selector.decide(NextOptions(), at: .device(Date().timeIntervalSince1970))
+            sizes.append(store.journal.size)
+        }
+        #expect(sizes.contains(0), "folded along the way: \(sizes)")
+        #expect(sizes.allSatisfy { $0 <= 2000 + 1000 }, "\(sizes)")
+        #expect(try p.h.index().ads[0].shows == 12)
+        let stats = try p.cache().stats()
+        #expect(stats.days.map(\.shows) == [12] && stats.pending == 12)
+    }
+
     @Test func aRecordedShowAppendsALineAndLeavesTheIndexAlone() throws {
         let p = try Harness(ids: (0..<50).map { "ad\($0)" })
         let index = try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath))

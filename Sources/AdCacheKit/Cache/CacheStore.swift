@@ -14,6 +14,8 @@ final class CacheStore {
 
     /// How long `next` and the other commands wait for the index lock (SPEC §6).
     var lockTimeout: Double = 1
+    /// Past this many bytes of journal, `next` folds it itself (about 4,000 shows).
+    var journalFoldSize: Int64 = 1 << 20
 
     init(directory: String) {
         self.directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory

@@ -292,14 +292,12 @@ extension CacheStore {
     /// `foldJournal`, for a caller that holds the index lock.
     @discardableResult
     func foldJournalLocked(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> EventLog {
-        do {
-            let records = try journal.read(warn: { _ in })   // said once, by the index's load
-            let loaded = try loadLocked(warn: warn)
-            var log = try loadEvents(warn: warn, setAside: true)
-            if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
-            if loaded.unfolded { try save(loaded.index) }
-            if journal.size > 0 { try journal.truncate() }
-            return log
-        }
+        let records = try journal.read(warn: { _ in })   // said once, by the index's load
+        let loaded = try loadLocked(warn: warn)
+        var log = try loadEvents(warn: warn, setAside: true)
+        if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
+        if loaded.unfolded { try save(loaded.index) }
+        if journal.size > 0 { try journal.truncate() }
+        return log
     }
 }

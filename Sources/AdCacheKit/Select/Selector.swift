@@ -180,6 +180,7 @@ final class Selector {
                 record.rotationSignature = choice.rotation?.signature
                 try store.journal.append(record)
                 index.apply(record, positions: [ad.id: choice.position])
+                foldIfLong(at: t)
                 return .show(shown(index.ads[choice.position]))
             }
         } catch let e as AdCacheError {
@@ -194,6 +195,20 @@ final class Selector {
             default:
                 throw e
             }
+        }
+    }
+
+    /// A device that never runs fetch, report or prune would grow the journal, and the cost
+    /// of every launch with it: past `store.journalFoldSize` this launch folds it (the show is
+    /// already recorded; a fold that fails is a warning).
+    private func foldIfLong(at t: Double) {
+        guard store.journal.size > store.journalFoldSize else { return }
+        do {
+            try store.foldJournalLocked(bounds: proofOfPlay.bounds, now: { _ in t }, warn: warn)
+        } catch let e as AdCacheError {
+            warn(Diagnostic(.cache, "the journal could not be folded: \(e.message)"))
+        } catch {
+            warn(Diagnostic(.cache, "the journal could not be folded: \(error)"))
         }
     }
 
