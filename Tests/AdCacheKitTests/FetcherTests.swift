@@ -417,6 +417,45 @@ final class FetchHarness: @unchecked Sendable {
         #expect(throws: AdCacheError.self) { try h.fetch { $0.maxFeedSize = 1000 } }
     }
 
+    /// A video past the sizes where the digest moves to its own thread (4 MiB) and the
+    /// writes are pushed to disk as they go (8 MiB): the digest is the file's, whole or
+    /// resumed, and a wrong one is refused.
+    @Test func aBigVideoIsHashedWholeAlsoWhenResumed() throws {
+        let h = try FetchHarness()
+        let body = Media.mp4(24 << 20, seed: 9)
+        let digest = Media.sha256(body)
+        h.put("/big.mp4", body)
+        h.feed(#"[{"id":"v","url":"big.mp4","sha256":"\#(digest)"}]"#)
+        #expect(try h.fetch().ads[0].outcome == .downloaded)
+        #expect(try h.cachedBytes("v") == body)
+        #expect(try h.index().ads[0].fileSha256 == digest)
+
+        // Cut short at 13 MiB, then resumed: the prefix is hashed from the partial file, the
+        // rest as it arrives.
+        let h2 = try FetchHarness()
+        h2.put("/big.mp4", body)
+        h2.setOverride { r in
+            guard r.path == "/big.mp4", r.header("Range") == nil else { return nil }
+            var resp = LoopbackServer.Response.file(body, for: r, etag: "\"b1\"")
+            resp.truncateAfter = 13 << 20
+            return resp
+        }
+        h2.feed(#"[{"id":"v","url":"big.mp4","sha256":"\#(digest)"}]"#)
+        #expect(try h2.fetch { $0.transfer.retries = 0 }.ads[0].outcome == .failed)
+        h2.setOverride { r in r.path == "/big.mp4" ? .file(body, for: r, etag: "\"b1\"") : nil }
+        #expect(try h2.fetch().ads[0].outcome == .resumed)
+        #expect(try h2.cachedBytes("v") == body)
+
+        // One byte changed on the server: refused for its digest.
+        var other = body
+        other[20 << 20] ^= 0xFF
+        let h3 = try FetchHarness()
+        h3.put("/big.mp4", other)
+        h3.feed(#"[{"id":"v","url":"big.mp4","sha256":"\#(digest)"}]"#)
+        let r = try h3.fetch()
+        #expect(r.ads[0].outcome == .failed && r.ads[0].error?.contains("sha256") == true, "\(r.ads[0])")
+    }
+
     @Test func truncatedBodyLeavesNoAssetAndResumesNextRun() throws {
         let h = try FetchHarness()
         let body = Media.mp4(300_000)

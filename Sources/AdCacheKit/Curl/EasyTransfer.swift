@@ -1,4 +1,5 @@
 import CCurl
+import Dispatch
 
 #if canImport(Glibc)
     import Glibc
@@ -22,6 +23,12 @@ final class EasyTransfer {
     private var failure: TransferError?
     private var fd: Int32 = -1
     private var hasher: SHA256Hasher?
+    /// Past `offloadHashAfter` bytes, the digest is computed on another thread while this one
+    /// receives and writes (a big video: the hash no longer adds to the transfer's time).
+    private var hashQueue: DispatchQueue?
+    private let hashSlots = DispatchSemaphore(value: 32)   // at most 32 chunks waiting
+    private var hashedInline: Int64 = 0
+    static let offloadHashAfter: Int64 = 4 << 20
     private var resumeOffset: Int64 = 0
     private var bodyStarted = false
     /// Bytes of this attempt's file handed to the disk so far (`FileIO.startWriteback`).
@@ -223,7 +230,7 @@ final class EasyTransfer {
             if response.fileHead.count < 16 {
                 response.fileHead.append(contentsOf: bytes.prefix(16 - response.fileHead.count))
             }
-            hasher?.update(bytes)
+            hash(bytes)
             if let e = FileIO.writeAll(fd, bytes) {
                 failure = .writeFailed(FileIO.errnoText(e), errno: e)
                 return 0
@@ -268,6 +275,24 @@ final class EasyTransfer {
             return false
         }
         return true
+    }
+
+    /// Adds `bytes` to the digest: here for a small file, on `hashQueue` (in order, at most
+    /// `hashSlots` chunks ahead) for a big one.
+    private func hash(_ bytes: UnsafeRawBufferPointer) {
+        guard let hasher else { return }
+        if hashQueue == nil {
+            hasher.update(bytes)
+            hashedInline += Int64(bytes.count)
+            if hashedInline >= Self.offloadHashAfter { hashQueue = DispatchQueue(label: "adcache.sha256") }
+            return
+        }
+        let chunk = [UInt8](bytes)
+        hashSlots.wait()
+        hashQueue!.async { [hashSlots] in
+            chunk.withUnsafeBytes { hasher.update($0) }
+            hashSlots.signal()
+        }
     }
 
     /// A hasher, or the transfer fails saying why (the fetch loads libcrypto before any
@@ -342,6 +367,7 @@ final class EasyTransfer {
                 hasher = newHasher()
             }
             response.fileBytes = (response.resumed ? resumeOffset : 0) + response.bytesReceived
+            hashQueue?.sync {}   // the digest has every byte
             response.fileSha256 = hasher?.finalizeHex()
         }
         return response

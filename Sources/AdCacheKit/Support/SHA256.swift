@@ -48,8 +48,9 @@ struct CryptoAPI: @unchecked Sendable {
     }()
 }
 
-/// Incremental SHA-256 through OpenSSL's libcrypto.
-final class SHA256Hasher {
+/// Incremental SHA-256 through OpenSSL's libcrypto. Used by one thread at a time: a download
+/// hands it to its hashing queue and takes it back after `sync` (hence `@unchecked`).
+final class SHA256Hasher: @unchecked Sendable {
     private let api: CryptoAPI
     private let context = UnsafeMutableRawPointer.allocate(byteCount: CryptoAPI.contextSize, alignment: 16)
 
