@@ -217,6 +217,8 @@ python3 bench/make_index.py "$W/u100" 100
 ta=(); ua=()
 for k in 1 2 3 4 5 6 7 8; do
     if [ $((k % 2)) = 1 ]; then first="$W/t100" second="$W/u100"; else first="$W/u100" second="$W/t100"; fi
+    # as cron would between blocks: the journals folded, so neither grows through the run
+    "$ADC" --cache-dir "$W/t100" prune -q; "$ADC" --cache-dir "$W/u100" prune -q
     hyperfine -N -w 5 -r 40 --export-json "$W/tr.json" "$ADC --cache-dir $first next" "$ADC --cache-dir $second next" >/dev/null 2>&1
     m1=$(jq '.results[0].median' "$W/tr.json"); m2=$(jq '.results[1].median' "$W/tr.json")
     if [ "$first" = "$W/t100" ]; then ta+=("$m1"); ua+=("$m2"); else ta+=("$m2"); ua+=("$m1"); fi

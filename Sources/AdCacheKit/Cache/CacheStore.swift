@@ -86,7 +86,7 @@ final class CacheStore {
     @discardableResult
     func applyJournal(_ index: inout CacheIndex, warn: WarningSink) throws -> Bool {
         let seq = index.journalSeq
-        index.apply(try journal.read(warn: warn))
+        index.apply(try journal.read(warn: warn, deliveries: false))   // the shows only
         return index.journalSeq != seq
     }
 

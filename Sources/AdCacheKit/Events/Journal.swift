@@ -58,7 +58,8 @@ struct JournalRecord: Equatable, Sendable {
     }
 
     /// Reads one line; nil when it is not a whole record adcache writes (torn or garbled).
-    init?(line: UnsafeBufferPointer<UInt8>) {
+    /// Without `deliveries` the tracker URLs are skipped (the index needs only the show).
+    init?(line: UnsafeBufferPointer<UInt8>, deliveries: Bool = true) {
         var r = JournalRecord(event: "", id: "", at: .nan, day: Int.min, nonce: "")
         var s = JSONScanner(line)
         do {
@@ -73,7 +74,8 @@ struct JournalRecord: Equatable, Sendable {
                 case "rot": r.rotationKey = try s.string()
                 case "seq": r.seq = try s.int()
                 case "sig": r.rotationSignature = try s.string()
-                case "trackers": r.trackers = try s.strings()
+                case "trackers":
+                    if deliveries { r.trackers = try s.strings() } else { try s.skip() }
                 default: try s.skip()
                 }
             }
@@ -99,7 +101,7 @@ struct Journal {
     /// The records, in order. A last line without its newline (a write cut short by a crash,
     /// before the show was reported) is not a record; a line that cannot be read is skipped
     /// with a warning.
-    func read(warn: WarningSink) throws -> [JournalRecord] {
+    func read(warn: WarningSink, deliveries: Bool = true) throws -> [JournalRecord] {
         guard FileIO.exists(path) else { return [] }
         let bytes: [UInt8]
         do {
@@ -113,7 +115,9 @@ struct Journal {
             var start = 0
             while let end = all[start...].firstIndex(of: 0x0A) {
                 if end > start {
-                    if let r = JournalRecord(line: UnsafeBufferPointer(rebasing: all[start..<end])) {
+                    if let r = JournalRecord(
+                        line: UnsafeBufferPointer(rebasing: all[start..<end]), deliveries: deliveries)
+                    {
                         records.append(r)
                     } else {
                         damaged += 1
