@@ -225,7 +225,7 @@ for k in 1 2 3 4 5 6 7 8; do
 done
 A=$(printf '%s\n' "${ta[@]}" | awk '{ s += $1 } END { print s / NR }')
 B=$(printf '%s\n' "${ua[@]}" | awk '{ s += $1 } END { print s / NR }')
-row "next (records the show), 100 ads: with 2 impression trackers vs none" "$(ms "$A")" "$(ms "$B")" "+$(python3 -c "print(f'{($A-$B)*1000:.2f}')") ms" "≤ +1 ms" "$(python3 -c "print('yes' if $A - $B <= 0.001 else 'NO')")"
+row "next (records the show), 100 ads: with 2 impression trackers vs none" "$(ms "$A")" "$(ms "$B")" "$(python3 -c "print(f'{($A-$B)*1000:+.2f}')") ms" "≤ +1 ms" "$(python3 -c "print('yes' if $A - $B <= 0.001 else 'NO')")"
 
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
