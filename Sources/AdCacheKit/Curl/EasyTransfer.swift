@@ -26,7 +26,7 @@ final class EasyTransfer {
     /// Past `offloadHashAfter` bytes, the digest is computed on another thread while this one
     /// receives and writes (a big video: the hash no longer adds to the transfer's time).
     private var hashQueue: DispatchQueue?
-    private let hashSlots = DispatchSemaphore(value: 32)   // at most 32 chunks waiting
+    private let hashSlots = DispatchSemaphore(value: 8)   // at most 8 chunks waiting
     private var hashedInline: Int64 = 0
     static let offloadHashAfter: Int64 = 4 << 20
     private var resumeOffset: Int64 = 0
