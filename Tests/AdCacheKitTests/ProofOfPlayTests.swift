@@ -254,6 +254,23 @@ import Testing
         #expect(stats.pending == 0 && stats.days.isEmpty && stats.delivered == 0)
     }
 
+    /// Counts follow the id, not the index: an ad withdrawn and pruned keeps its days; a day
+    /// older than 90 days goes at the next fold.
+    @Test func countsOutliveTheAdAndLastNinetyDays() throws {
+        let p = try Harness(ids: ["a", "b"])
+        let now = Date().timeIntervalSince1970
+        _ = try p.cache(at: now - 100 * 86400).shown()   // a show 100 days ago
+        _ = try p.cache(at: now).shown()
+        _ = try p.cache(at: now).shown()
+        p.h.feed(#"{"version": 1, "ads": []}"#)   // both withdrawn
+        _ = try p.h.fetch()
+        _ = try p.cache().prune()
+        #expect(try p.h.index().ads.isEmpty)
+        let stats = try p.cache().stats(StatsOptions(since: Date(timeIntervalSince1970: now - 200 * 86400)))
+        #expect(stats.days.map(\.id).sorted() == ["a", "b"], "\(stats.days)")
+        #expect(stats.days.allSatisfy { $0.day == Time.formatDay(Time.localDay(now)) }, "the 100-day-old one is gone")
+    }
+
     @Test func eventsNeedAnAdTheCacheHolds() throws {
         let p = try Harness()
         #expect(throws: AdCacheError.self) { try p.cache().event(.click, id: "nope") }
