@@ -352,6 +352,36 @@ import Testing
         #expect(stats.days.map(\.shows) == [12] && stats.pending == 12)
     }
 
+    /// A crash mid-append leaves a last line without its newline: it is no record (the show
+    /// was never reported to the app), and the next append cuts it off instead of gluing
+    /// itself to it. A garbled line in the middle is skipped with a warning.
+    @Test func aTornOrGarbledJournalLineIsNeverAShow() throws {
+        let p = try Harness()
+        _ = try p.cache().shown()
+        let path = p.h.store.journal.path
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data(#"{"at":1796000000,"day":20787,"event":"impression","id":"a","no"#.utf8))
+        try handle.close()
+        #expect(try p.h.index().ads[0].shows == 1, "the torn line is not a show")
+        _ = try p.cache().shown()
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.split(separator: "\n").count == 2 && text.hasSuffix("\n"), "\(text)")
+        #expect(try p.h.index().ads[0].shows == 2)
+        // Garbage between two good lines.
+        let h2 = try #require(FileHandle(forWritingAtPath: path))
+        h2.seekToEndOfFile()
+        h2.write(Data("\u{0}\u{0}\u{0}garbage\n".utf8))
+        try h2.close()
+        _ = try p.cache().shown()
+        let warnings = Collected()
+        let loaded = try p.h.store.load(warn: { warnings.add($0) })
+        #expect(loaded.ads[0].shows == 3)
+        #expect(warnings.messages.contains { $0.contains("journal: skipped 1 damaged line") }, "\(warnings.messages)")
+        _ = try p.cache().prune()
+        #expect(try p.cache().stats().days.map(\.shows) == [3])
+    }
+
     @Test func aRecordedShowAppendsALineAndLeavesTheIndexAlone() throws {
         let p = try Harness(ids: (0..<50).map { "ad\($0)" })
         let index = try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath))
