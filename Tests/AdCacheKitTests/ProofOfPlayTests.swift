@@ -271,6 +271,44 @@ import Testing
         #expect(stats.days.allSatisfy { $0.day == Time.formatDay(Time.localDay(now)) }, "the 100-day-old one is gone")
     }
 
+    /// The failure paths of the queue itself: a second report while one runs is busy (and
+    /// sends nothing); an events.json that cannot be read is set aside with a warning and the
+    /// journal's events are not lost; an event queued for a batch when no report URL is known
+    /// any more is dropped and counted, never left pending forever.
+    @Test func aBusyReportACorruptQueueAndAVanishedReportURL() throws {
+        let p = try Harness()
+        p.reportUrl = p.h.server.url("/report")
+        _ = try p.cache().shown()
+        let lock = FileLock(path: p.h.store.directory + "/report.lock")
+        #expect(try lock.tryLock())
+        do {
+            _ = try p.report()
+            Issue.record("a second report ran")
+        } catch let e as AdCacheError {
+            #expect(e.caseName == "busy")
+        }
+        lock.unlock()
+        #expect(p.trackerRequests.isEmpty, "the busy report sent nothing")
+
+        _ = try p.cache().prune()   // folds: the show is in events.json now
+        try Data("{\"version\": 1, \"queue\": [".utf8).write(to: URL(fileURLWithPath: p.h.store.eventsPath))
+        _ = try p.cache().shown()   // in the journal, not yet folded
+        let warnings = Collected()
+        let log = try p.h.store.foldJournal(bounds: EventBounds(), now: { _ in Date().timeIntervalSince1970 }) {
+            warnings.add($0)
+        }.log
+        #expect(warnings.messages.contains { $0.contains("events.json could not be read") }, "\(warnings.messages)")
+        #expect(FileIO.list(p.h.store.directory).contains { $0.hasPrefix("events.json.corrupt-") })
+        #expect(log.queue.count == 1, "the journal's event survives the lost queue")
+
+        p.reportUrl = nil   // configured when queued, gone when sending
+        p.setTracker { _ in .text(200, "ok") }
+        let r = try p.report()
+        #expect(r == ReportResult(delivered: 1, pending: 0, dropped: 1))
+        #expect(try p.cache().stats().droppedPermanent == 1)
+        #expect(p.h.server.requests(to: "/report").isEmpty)
+    }
+
     @Test func eventsNeedAnAdTheCacheHolds() throws {
         let p = try Harness()
         #expect(throws: AdCacheError.self) { try p.cache().event(.click, id: "nope") }

@@ -84,9 +84,9 @@ final class CacheStore {
     /// Applies the journal's records that `index` does not hold yet (SPEC §6: show counts
     /// survive a recovery to the previous generation). True when there were some.
     @discardableResult
-    func applyJournal(_ index: inout CacheIndex, warn: WarningSink) throws -> Bool {
+    func applyJournal(_ index: inout CacheIndex, records: [JournalRecord]? = nil, warn: WarningSink) throws -> Bool {
         let seq = index.journalSeq
-        index.apply(try journal.read(warn: warn, deliveries: false))   // the shows only
+        index.apply(try records ?? journal.read(warn: warn, deliveries: false))   // the shows only
         return index.journalSeq != seq
     }
 
@@ -113,9 +113,12 @@ final class CacheStore {
     /// As `load`, for a caller that holds the index lock and may write: an index that cannot
     /// be parsed is moved aside (`index.json.corrupt-<time>`, never over an earlier one) and
     /// the previous generation, if readable, takes its place.
-    func loadLocked(warn: WarningSink, forSelection: Bool = false) throws -> Loaded {
+    /// `journal`: its records when the caller has read them already (a fold).
+    func loadLocked(warn: WarningSink, forSelection: Bool = false, journal records: [JournalRecord]? = nil) throws
+        -> Loaded
+    {
         var loaded = try loadLockedIndex(warn: warn, forSelection: forSelection)
-        loaded.unfolded = try applyJournal(&loaded.index, warn: warn)
+        loaded.unfolded = try applyJournal(&loaded.index, records: records, warn: warn)
         return loaded
     }
 

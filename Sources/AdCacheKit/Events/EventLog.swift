@@ -282,22 +282,26 @@ extension CacheStore {
     /// Folds the journal into the event log and the index, then empties it — in that order,
     /// each step durable before the next, so a crash anywhere folds nothing twice: the log
     /// remembers the last record it took, the index the last show it holds. Holds the index
-    /// lock (no network). Returns the event log.
+    /// lock (no network). Returns the event log and the index as folded.
     @discardableResult
-    func foldJournal(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> EventLog {
-        guard exists else { return EventLog() }
+    func foldJournal(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> (
+        log: EventLog, index: CacheIndex
+    ) {
+        guard exists else { return (EventLog(), CacheIndex()) }
         return try withIndexLock { try foldJournalLocked(bounds: bounds, now: now, warn: warn) }
     }
 
     /// `foldJournal`, for a caller that holds the index lock.
     @discardableResult
-    func foldJournalLocked(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> EventLog {
-        let records = try journal.read(warn: { _ in })   // said once, by the index's load
-        let loaded = try loadLocked(warn: warn)
+    func foldJournalLocked(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> (
+        log: EventLog, index: CacheIndex
+    ) {
+        let records = try journal.read(warn: warn)   // read once: for the queue and the index
+        let loaded = try loadLocked(warn: warn, journal: records)
         var log = try loadEvents(warn: warn, setAside: true)
         if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
         if loaded.unfolded { try save(loaded.index) }
         if journal.size > 0 { try journal.truncate() }
-        return log
+        return (log, loaded.index)
     }
 }

@@ -43,10 +43,9 @@ final class Reporter {
         guard try lock.tryLock() else { throw AdCacheError.busy("another report is running; try again later") }
         defer { lock.unlock() }
 
-        let log = try store.foldJournal(bounds: proofOfPlay.bounds, now: now, warn: warn)
+        let (log, index) = try store.foldJournal(bounds: proofOfPlay.bounds, now: now, warn: warn)
         guard !log.queue.isEmpty else { return ReportResult() }
         _ = try CurlAPI.shared.get()
-        let index = try store.load(warn: { _ in })
         let reportUrl = proofOfPlay.reportUrl ?? index.reportUrl
 
         var deliveries: [Delivery] = []

@@ -28,11 +28,13 @@ extension AdCache {
         /// URL), and a place in a batch report when there is somewhere to send it.
         func record(_ event: String, of ad: AdRecord, at t: Double, reportUrl feedReportUrl: String?) -> JournalRecord {
             var r = JournalRecord(event: event, id: ad.id, at: t, day: Time.localDay(t), nonce: Self.nonce())
-            let macros = [
-                "[TIMESTAMP]": Time.formatMillis(t), "[CACHEBUSTING]": Self.cachebusting(), "[ADID]": ad.id,
-                "[EVENT]": event, "[DEVICEID]": deviceId ?? "",
-            ]
-            r.trackers = (ad.tracking[event] ?? []).map { Self.expand($0, macros) }
+            if let urls = ad.tracking[event], !urls.isEmpty {   // most launches have none to fill in
+                let macros = [
+                    "[TIMESTAMP]": Time.formatMillis(t), "[CACHEBUSTING]": Self.cachebusting(), "[ADID]": ad.id,
+                    "[EVENT]": event, "[DEVICEID]": deviceId ?? "",
+                ]
+                r.trackers = urls.map { Self.expand($0, macros) }
+            }
             r.batch = (reportUrl ?? feedReportUrl) != nil
             return r
         }
