@@ -26,13 +26,24 @@ final class EasyTransfer {
     /// Past `offloadHashAfter` bytes, the digest is computed on another thread while this one
     /// receives and writes (a big video: the hash no longer adds to the transfer's time).
     private var hashQueue: DispatchQueue?
-    private let hashSlots = DispatchSemaphore(value: 8)   // at most 8 chunks waiting
+    /// A file's bytes are gathered into chunks of `chunkSize` (libcurl hands over 16 KiB at
+    /// a time), each written with one call and hashed as one piece. `chunkCount` buffers
+    /// are used in turn: the one being filled, the others waiting for the hashing thread.
+    private var chunks: [UnsafeMutableRawBufferPointer] = []
+    private var chunk = 0
+    private var chunkFill = 0
+    /// Buffers free for the next chunk, besides the one being filled.
+    private let freeChunks = DispatchSemaphore(value: EasyTransfer.chunkCount - 1)
     private var hashedInline: Int64 = 0
     static let offloadHashAfter: Int64 = 4 << 20
+    static let chunkSize = 128 << 10
+    static let chunkCount = 4
     private var resumeOffset: Int64 = 0
     private var bodyStarted = false
     /// Bytes of this attempt's file handed to the disk so far (`FileIO.startWriteback`).
     private var writebackFrom: Int64 = 0
+    /// Bytes of this attempt's file written so far (the resumed part included).
+    private var written: Int64 = 0
     static let writebackEvery: Int64 = 8 << 20
     private var writingBody = false
     /// Bytes received in this attempt (all bodies), for the progress line.
@@ -57,6 +68,8 @@ final class EasyTransfer {
     }
 
     deinit {
+        hashQueue?.sync {}   // no chunk is still being read when its buffer goes
+        for buffer in chunks { buffer.deallocate() }
         closeFile()
         api.easyCleanup(handle)
         if let headerList { api.slistFreeAll(headerList) }
@@ -117,6 +130,12 @@ final class EasyTransfer {
         }
         checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "", "CURLOPT_ACCEPT_ENCODING") }
+        // A file gets a receive buffer as big as a chunk (libcurl's default is 16 KiB), unless
+        // --limit-rate is set: libcurl 7.88 then overshoots the rate by far (so does curl's
+        // own --limit-rate with its 100 KiB buffer), so a limited run keeps the default.
+        if case .file = request.destination, s.maxReceiveSpeed == nil {
+            set(CURLOPT_BUFFERSIZE, Self.chunkSize, "CURLOPT_BUFFERSIZE")
+        }
 
         if let body = request.postBody {
             checked(
@@ -230,19 +249,37 @@ final class EasyTransfer {
             if response.fileHead.count < 16 {
                 response.fileHead.append(contentsOf: bytes.prefix(16 - response.fileHead.count))
             }
-            hash(bytes)
-            if let e = FileIO.writeAll(fd, bytes) {
-                failure = .writeFailed(FileIO.errnoText(e), errno: e)
-                return 0
-            }
-            // Write behind: the final fsync then waits for seconds' worth, not the whole file.
-            let end = (response.resumed ? resumeOffset : 0) + response.bytesReceived
-            if end - writebackFrom >= Self.writebackEvery {
-                FileIO.startWriteback(fd, offset: writebackFrom, length: end - writebackFrom)
-                writebackFrom = end
+            var rest = bytes[...]
+            while !rest.isEmpty {
+                if chunkFill == Self.chunkSize, !flushChunk() { return 0 }
+                let n = min(rest.count, Self.chunkSize - chunkFill)
+                UnsafeMutableRawBufferPointer(rebasing: chunks[chunk][chunkFill..<chunkFill + n])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest.prefix(n)))
+                chunkFill += n
+                rest = rest.dropFirst(n)
             }
         }
         return bytes.count
+    }
+
+    /// Writes the chunk gathered so far to the file and adds it to the digest; false, with
+    /// `failure` set, when the write fails.
+    private func flushChunk() -> Bool {
+        guard fd >= 0, chunkFill > 0 else { return true }
+        let bytes = UnsafeRawBufferPointer(rebasing: chunks[chunk][..<chunkFill])
+        chunkFill = 0
+        if let e = FileIO.writeAll(fd, bytes) {
+            failure = .writeFailed(FileIO.errnoText(e), errno: e)
+            return false
+        }
+        written += Int64(bytes.count)
+        // Write behind: the final fsync then waits for seconds' worth, not the whole file.
+        if written - writebackFrom >= Self.writebackEvery {
+            FileIO.startWriteback(fd, offset: writebackFrom, length: written - writebackFrom)
+            writebackFrom = written
+        }
+        hash(bytes)
+        return true
     }
 
     /// At the first body byte: decide from the status whether this is the asset, its
@@ -260,6 +297,8 @@ final class EasyTransfer {
                 return false
             }
             response.resumed = true
+            written = resumeOffset
+            writebackFrom = resumeOffset
             fd = partial.openForAppend()
             hasher = newHasher()
             try? FileIO.forEachBlock(ofFile: partial.path) { hasher?.update($0) }
@@ -274,24 +313,34 @@ final class EasyTransfer {
             failure = .writeFailed("\(partial.path): \(FileIO.errnoText(e))", errno: e)
             return false
         }
+        if chunks.isEmpty {
+            chunks.append(UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 64))
+        }
         return true
     }
 
-    /// Adds `bytes` to the digest: here for a small file, on `hashQueue` (in order, at most
-    /// `hashSlots` chunks ahead) for a big one.
+    /// Adds the current chunk to the digest: here for a small file; for a big one on
+    /// `hashQueue`, which then owns the buffer until it has read it, while this thread
+    /// fills the next one.
     private func hash(_ bytes: UnsafeRawBufferPointer) {
         guard let hasher else { return }
-        if hashQueue == nil {
+        guard let hashQueue else {
             hasher.update(bytes)
             hashedInline += Int64(bytes.count)
             if hashedInline >= Self.offloadHashAfter { hashQueue = DispatchQueue(label: "adcache.sha256") }
             return
         }
-        let chunk = [UInt8](bytes)
-        hashSlots.wait()
-        hashQueue!.async { [hashSlots] in
-            chunk.withUnsafeBytes { hasher.update($0) }
-            hashSlots.signal()
+        nonisolated(unsafe) let piece = bytes
+        hashQueue.async { [freeChunks] in
+            hasher.update(piece)
+            freeChunks.signal()
+        }
+        // The queue reads chunks in the order given, so when a buffer is free, it is the
+        // one given longest ago: the next in turn.
+        freeChunks.wait()
+        chunk = (chunk + 1) % Self.chunkCount
+        if chunk == chunks.count {
+            chunks.append(UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 64))
         }
     }
 
@@ -318,6 +367,7 @@ final class EasyTransfer {
     /// The response of a transfer stopped from outside (deadline, signal): its file closed,
     /// its partial download left for the next run.
     func abandon(_ r: TransferResponse) -> TransferResponse {
+        if failure == nil { _ = flushChunk() }
         closeFile()
         return r
     }
@@ -348,6 +398,7 @@ final class EasyTransfer {
 
         // No fsync here: it would stall every other transfer on this thread. The fetch makes
         // its downloads durable in one batch before the index names them.
+        if failure == nil { _ = flushChunk() }
         closeFile()
         if let failure {
             response.error = failure
