@@ -221,8 +221,7 @@ import Testing
         let s = try Setup()
         let store = CacheStore(directory: s.cache)
         var shows = 0, kills = 0, partial = 0
-        for i in 0..<30 {
-            for _ in 0..<3 where s.run(["next"]).status == 0 { shows += 1 }
+        func startPrune(_ i: Int) throws -> Process {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: Adcache.binary)
             p.arguments = ["--cache-dir", s.cache, "prune"] + (i % 2 == 1 ? ["--max-size", "1G"] : [])
@@ -230,7 +229,23 @@ import Testing
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
-            usleep(useconds_t(5_000 + (i * 1_900) % 55_000))
+            return p
+        }
+        // How long a folding prune takes on this machine (the median of three whole runs):
+        // the kills are spread over that time, so they land inside it on a fast machine too.
+        var took = [Double]()
+        for i in 0..<3 {
+            for _ in 0..<3 where s.run(["next"]).status == 0 { shows += 1 }
+            let started = monotonicNow()
+            let p = try startPrune(i)
+            p.waitUntilExit()
+            took.append(monotonicNow() - started)
+        }
+        let span = took.sorted()[1]
+        for i in 0..<30 {
+            for _ in 0..<3 where s.run(["next"]).status == 0 { shows += 1 }
+            let p = try startPrune(i)
+            usleep(useconds_t(span * (0.1 + 0.8 * Double((i * 7) % 30) / 30) * 1_000_000))
             if p.isRunning {
                 kill(p.processIdentifier, SIGKILL)
                 kills += 1
@@ -250,7 +265,7 @@ import Testing
         }
         #expect(kills >= 5, "kills \(kills)")
         print(
-            "kill -9 of a fold: \(kills) kills in 30 runs (\(partial) between two of its steps), \(shows) shows, each counted once"
+            "kill -9 of a fold (one takes \(Int(span * 1000)) ms): \(kills) kills in 30 runs (\(partial) between two of its steps), \(shows) shows, each counted once"
         )
     }
 }
