@@ -7,7 +7,7 @@ DESTDIR ?=
 BIN ?= .build/adcache
 DEMO = .build/debug/adcache
 
-.PHONY: all deps build demo test lint format clean bench release install uninstall deb
+.PHONY: all deps build demo test lint format clean bench release order install uninstall deb
 
 all: build
 
@@ -32,12 +32,26 @@ test:
 	$(SWIFT) test
 
 # An optimised, stripped binary with the Swift runtime linked in: it runs on a device that
-# has no Swift installed (libcurl4 and libssl3 are still needed).
+# has no Swift installed (libcurl4 and libssl3 are still needed). Linked by the toolchain's
+# lld, which lays the functions the common commands run side by side (packaging/adcache.order,
+# written by `make order`) and, where glibc is 2.36 or later, packs the relative relocations
+# (DT_RELR) instead of listing 73,000 of them: a process maps about 4 MB less of its binary.
+RELR := $(shell getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ split($$2, v, "."); if (v[1] > 2 || (v[1] == 2 && v[2] >= 36)) print "-Xlinker -z -Xlinker pack-relative-relocs" }')
+RELEASE_FLAGS = -c release --static-swift-stdlib --scratch-path .build-static --product adcache \
+	-Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/packaging/adcache.order \
+	-Xlinker --no-warn-symbol-ordering $(RELR)
+
 release: deps
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-static --product adcache
+	$(SWIFT) build $(RELEASE_FLAGS)
 	mkdir -p .build
 	strip -o .build/adcache .build-static/release/adcache
 	@ls -l .build/adcache
+
+# Regenerates packaging/adcache.order (see scripts/make-order.sh), then relinks.
+order: release
+	scripts/make-order.sh
+	rm -f .build-static/release/adcache
+	$(MAKE) release
 
 .build/adcache:
 	$(MAKE) release

@@ -9,9 +9,9 @@ scripts/deps.sh hyperfine curl jq nginx-light time python3 strace >&2
 # Two builds: the default one (Swift runtime as shared libraries, like the minimal program
 # it is compared with) and the shipping one of `make release` (runtime linked in).
 swift build -c release --product adcache >&2
-swift build -c release --static-swift-stdlib --scratch-path .build-static --product adcache >&2
+make -s release >&2
 ADC=$ROOT/.build/release/adcache
-BS=$ROOT/.build-static/release/adcache
+BS=$ROOT/.build/adcache   # what make release (and the .deb) ships
 W=$(mktemp -d /tmp/adcache-bench.XXXXXX)
 chmod 755 "$W"
 PIDS=()

@@ -5,7 +5,8 @@ usage: slow_server.py DIR PORT DELAY_MS [LOGFILE]
 
 Serves DIR on 127.0.0.1:PORT with keep-alive, Content-Length, ETag and Last-Modified,
 answering If-None-Match with 304. It logs one line per request ("METHOD PATH STATUS
-BODYBYTES") to LOGFILE, so a benchmark can count the asset bodies transferred.
+BODYBYTES") to LOGFILE, so a benchmark can count the asset bodies transferred. A POST
+(a report's batch) is read and answered 204.
 """
 import hashlib
 import http.server
@@ -71,6 +72,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     break
                 self.wfile.write(chunk)
         log(f"GET {self.path} 200 {st.st_size}")
+
+    def do_POST(self):
+        time.sleep(delay)
+        length = int(self.headers.get("Content-Length", "0"))
+        self.rfile.read(length)
+        self.send_response(204)
+        self.end_headers()
+        log(f"POST {self.path} 204 {length}")
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -34,7 +34,12 @@ chmod 644 "$root/usr/share/doc/adcache/changelog.gz"
 
 install -d "$root/DEBIAN"
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
-sed "s/@VERSION@/$version/; s/@ARCH@/$arch/; s/@SIZE@/$size/" packaging/debian/control > "$root/DEBIAN/control"
+# The oldest glibc the binary runs on: the newest symbol version it needs, and 2.36 for
+# packed relocations (what dpkg-shlibdeps would say of libc6).
+glibc=$( { objdump -T "$bin" | sed -n 's/.*GLIBC_\([0-9][0-9.]*\).*/\1/p'
+           readelf -V "$bin" | grep -q GLIBC_ABI_DT_RELR && echo 2.36; } | sort -uV | tail -1)
+sed "s/@VERSION@/$version/; s/@ARCH@/$arch/; s/@SIZE@/$size/; s/@GLIBC@/$glibc/" packaging/debian/control \
+    > "$root/DEBIAN/control"
 echo /etc/adcache.conf > "$root/DEBIAN/conffiles"
 for script in postinst prerm postrm; do install -m755 "packaging/debian/$script" "$root/DEBIAN/$script"; done
 

@@ -31,7 +31,7 @@ import Testing
 
         let info = sh("/usr/bin/dpkg-deb", ["-I", deb])
         for field in [
-            "Package: adcache", "Version: \(AdCacheVersion.string)", "Depends: ",
+            "Package: adcache", "Version: \(AdCacheVersion.string)", "Depends: libc6 (>= 2.",
             "libcurl4 (>= 7.68) | libcurl3-gnutls (>= 7.68)", "libssl3 | libssl1.1", "adduser",
         ] {
             #expect(info.stdout.contains(field), "\(field)")
@@ -69,6 +69,15 @@ import Testing
         #expect(version.stdout.hasPrefix("adcache \(AdCacheVersion.string)"))
         let config = sh(extracted + "/usr/bin/adcache", ["--config", extracted + "/etc/adcache.conf", "config"])
         #expect(config.stdout.contains("cache-dir = /var/cache/adcache"), "\(config.stderr)")
+        // ...and does the main job: the release link (lld, functions in packaging/adcache.order,
+        // packed relocations) keeps every piece of Swift metadata a run looks up.
+        let cache = dir.path + "/cache"
+        let packaged = extracted + "/usr/bin/adcache"
+        let fetch = sh(packaged, ["--cache-dir", cache, "fetch", "--no-progress", packageRoot + "/Examples/feed.json"])
+        #expect(fetch.status == 0, "\(fetch.stderr)")
+        let next = sh(packaged, ["--cache-dir", cache, "next", "--json"])
+        #expect(next.status == 0 && next.stdout.contains("\"path\""), "\(next.stdout) \(next.stderr)")
+        #expect(sh(packaged, ["--cache-dir", cache, "list"]).stdout.contains("spring-sale"))
         // lintian: no errors.
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/lintian") {
             let lint = sh("/usr/bin/lintian", ["--tag-display-limit", "0", deb])
