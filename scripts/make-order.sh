@@ -68,8 +68,10 @@ train rest fetch --help
 train rest clear
 train rest fetch -q --no-progress Examples/feed.json
 
-# Keep the names the binary defines as functions, each once, in that order.
+# Keep the names the binary defines as functions, each once: next's, then fetch's, then
+# the rest's, each group sorted (callgrind lists them in no stable order; sorted, the file
+# changes only where the code did).
 nm --defined-only "$bin" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | sort -u > "$w/defined"
-cat "$w/next.fns" "$w/fetch.fns" "$w/rest.fns" | awk '!seen[$0]++' > "$w/all"
+for group in next fetch rest; do LC_ALL=C sort -u "$w/$group.fns"; done | awk '!seen[$0]++' > "$w/all"
 awk 'NR == FNR { ok[$0] = 1; next } ok[$0]' "$w/defined" "$w/all" > packaging/adcache.order
 echo "make-order: $(wc -l < packaging/adcache.order) functions in packaging/adcache.order" >&2
