@@ -447,80 +447,90 @@ extension AdRecord {
         /// How warnings name the record.
         var name: String { record.id.isEmpty ? "an ad without an id" : "ad '\(record.id)'" }
 
+        /// The keys of a record as `write` writes them.
+        enum Field: String, CaseIterable, Sendable {
+            case id, url, type, placement, state, file, bytes, fileMtime, sha256, fileSha256, etag, lastModified
+            case start, expires, maxShows, maxShowsPerDay, minInterval, duration, priority, clickUrl, meta
+            case shows, lastShown, lastShowSeq, showDay, showsOnDay, error, weight, failures, freshUntil
+            case feedType, failedFor, retryAt, failedEtag, failedLastModified, picks, pickEpoch, tracking
+            case hours, days
+        }
+        static let fields = JSONKeyTable<Field>()
+
         /// `forSelection` skips the texts choosing an ad does not need (`takeTexts` brings
         /// them back for the chosen one).
         init(_ s: inout JSONScanner, forSelection: Bool = false) throws {
             var id: String?, url: String?, state: StoredState?, stateName: String?
             var r = AdRecord(ad: FeedAd(id: "", url: ""))
             var fault: String?
-            try s.object { s, key in
+            try s.object(Self.fields) { s, key in
                 let ok = try s.lenient { s -> Bool in
                     switch key {
-                    case "id": id = try s.string()
-                    case "url": if forSelection { try s.skip(); url = "" } else { url = try s.string() }
-                    case "type":
+                    case .id: id = try s.string()
+                    case .url: if forSelection { try s.skip(); url = "" } else { url = try s.string() }
+                    case .type:
                         if let name = try s.optString() {
                             guard let t = AdType(rawValue: name) else { return false }
                             r.type = t
                         }
-                    case "placement": r.placement = try s.string()
-                    case "state":
+                    case .placement: r.placement = try s.string()
+                    case .state:
                         stateName = try s.string()
                         state = StoredState(rawValue: stateName!)
-                    case "file": r.file = try s.optString()
-                    case "bytes": r.bytes = try s.optInt()
-                    case "fileMtime": r.fileMtime = try s.optInt()
-                    case "sha256": if forSelection { try s.skip() } else { r.sha256 = try s.optString() }
-                    case "fileSha256": if forSelection { try s.skip() } else { r.fileSha256 = try s.optString() }
-                    case "etag": if forSelection { try s.skip() } else { r.etag = try s.optString() }
-                    case "lastModified": if forSelection { try s.skip() } else { r.lastModified = try s.optString() }
-                    case "start": r.start = try s.optDouble()
-                    case "expires": r.expires = try s.optDouble()
-                    case "maxShows": r.maxShows = try s.optInt()
-                    case "maxShowsPerDay": r.maxShowsPerDay = try s.optInt()
-                    case "minInterval": r.minInterval = try s.optInt()
-                    case "duration": r.duration = Int(try s.int())
-                    case "priority": r.priority = try s.int()
-                    case "clickUrl": if forSelection { try s.skip() } else { r.clickUrl = try s.optString() }
-                    case "meta":
+                    case .file: r.file = try s.optString()
+                    case .bytes: r.bytes = try s.optInt()
+                    case .fileMtime: r.fileMtime = try s.optInt()
+                    case .sha256: if forSelection { try s.skip() } else { r.sha256 = try s.optString() }
+                    case .fileSha256: if forSelection { try s.skip() } else { r.fileSha256 = try s.optString() }
+                    case .etag: if forSelection { try s.skip() } else { r.etag = try s.optString() }
+                    case .lastModified: if forSelection { try s.skip() } else { r.lastModified = try s.optString() }
+                    case .start: r.start = try s.optDouble()
+                    case .expires: r.expires = try s.optDouble()
+                    case .maxShows: r.maxShows = try s.optInt()
+                    case .maxShowsPerDay: r.maxShowsPerDay = try s.optInt()
+                    case .minInterval: r.minInterval = try s.optInt()
+                    case .duration: r.duration = Int(try s.int())
+                    case .priority: r.priority = try s.int()
+                    case .clickUrl: if forSelection { try s.skip() } else { r.clickUrl = try s.optString() }
+                    case .meta:
                         if forSelection { try s.skip() } else { r.meta = try s.null() ? nil : s.value() }
-                    case "shows": r.shows = try s.int()
-                    case "lastShown": r.lastShown = try s.optDouble()
-                    case "lastShowSeq": r.lastShowSeq = try s.optInt()
-                    case "showDay": r.showDay = try s.optInt().map(Int.init)
-                    case "showsOnDay": r.showsOnDay = try s.optInt()
-                    case "error": if forSelection { try s.skip() } else { r.error = try s.optString() }
-                    case "weight": r.weight = try s.int()
-                    case "failures": r.failures = try s.optInt()
-                    case "freshUntil": r.freshUntil = try s.optDouble()
-                    case "feedType":
+                    case .shows: r.shows = try s.int()
+                    case .lastShown: r.lastShown = try s.optDouble()
+                    case .lastShowSeq: r.lastShowSeq = try s.optInt()
+                    case .showDay: r.showDay = try s.optInt().map(Int.init)
+                    case .showsOnDay: r.showsOnDay = try s.optInt()
+                    case .error: if forSelection { try s.skip() } else { r.error = try s.optString() }
+                    case .weight: r.weight = try s.int()
+                    case .failures: r.failures = try s.optInt()
+                    case .freshUntil: r.freshUntil = try s.optDouble()
+                    case .feedType:
                         if let name = try s.optString() {
                             guard let t = AdType(rawValue: name) else { return false }
                             r.feedType = t
                         }
-                    case "failedFor": if forSelection { try s.skip() } else { r.failedFor = try s.optString() }
-                    case "retryAt": r.retryAt = try s.optDouble()
-                    case "failedEtag": if forSelection { try s.skip() } else { r.failedEtag = try s.optString() }
-                    case "failedLastModified":
+                    case .failedFor: if forSelection { try s.skip() } else { r.failedFor = try s.optString() }
+                    case .retryAt: r.retryAt = try s.optDouble()
+                    case .failedEtag: if forSelection { try s.skip() } else { r.failedEtag = try s.optString() }
+                    case .failedLastModified:
                         if forSelection { try s.skip() } else { r.failedLastModified = try s.optString() }
-                    case "picks": r.picks = try s.optInt()
-                    case "pickEpoch": r.pickEpoch = try s.optInt()
-                    case "tracking" where forSelection: try s.skip()
-                    case "tracking":
+                    case .picks: r.picks = try s.optInt()
+                    case .pickEpoch: r.pickEpoch = try s.optInt()
+                    case .tracking where forSelection: try s.skip()
+                    case .tracking:
                         var tracking: [String: [String]] = [:]
                         try s.object { s, event in tracking[event] = try s.strings() }
                         r.tracking = tracking
-                    case "hours":
+                    case .hours:
                         guard let windows = Schedule.windows(try s.strings()) else { return false }
                         r.schedule.windows = windows
-                    case "days":
+                    case .days:
                         guard let mask = Schedule.dayMask(try s.strings()) else { return false }
                         r.schedule.days = mask
-                    default: try s.skip()
+                    case nil: try s.skip()
                     }
                     return true
                 }
-                if ok != true, fault == nil { fault = "its \"\(key)\" is not a value adcache writes" }
+                if ok != true, fault == nil, let key { fault = "its \"\(key.rawValue)\" is not a value adcache writes" }
             }
             r.id = id ?? ""
             r.url = url ?? ""
@@ -540,28 +550,28 @@ extension AdRecord {
 
     /// Why this record's counts or times cannot be trusted, or nil.
     var implausibility: String? {
-        for (name, v) in [
-            ("shows", shows), ("showsOnDay", showsOnDay), ("lastShowSeq", lastShowSeq), ("picks", picks),
-            ("pickEpoch", pickEpoch),
-        ]
-            as [(String, Int64?)]
-        {
-            if let v, !Self.counts.contains(v) { return "its \"\(name)\" (\(v)) is not a count" }
+        // One by one, not as lists: this runs for every record a launch reads.
+        func count(_ name: StaticString, _ v: Int64?) -> String? {
+            guard let v, !Self.counts.contains(v) else { return nil }
+            return "its \"\(name)\" (\(v)) is not a count"
         }
-        for (name, v) in [("maxShows", maxShows), ("maxShowsPerDay", maxShowsPerDay), ("minInterval", minInterval)]
-            as [(String, Int64?)]
-        {
-            if let v, v < 0 { return "its \"\(name)\" (\(v)) is negative" }
+        func negative(_ name: StaticString, _ v: Int64?) -> String? {
+            guard let v, v < 0 else { return nil }
+            return "its \"\(name)\" (\(v)) is negative"
+        }
+        func time(_ name: StaticString, _ v: Double?) -> String? {
+            guard let v, !Time.isSupported(v) else { return nil }
+            return "its \"\(name)\" is not a time between the years 0 and 9999"
+        }
+        if let why = count("shows", shows) ?? count("showsOnDay", showsOnDay) { return why }
+        if let why = count("lastShowSeq", lastShowSeq) ?? count("picks", picks) { return why }
+        if let why = count("pickEpoch", pickEpoch) ?? negative("maxShows", maxShows) { return why }
+        if let why = negative("maxShowsPerDay", maxShowsPerDay) ?? negative("minInterval", minInterval) {
+            return why
         }
         if let f = failures, !(1...64).contains(f) { return "its \"failures\" (\(f)) is out of range" }
-        for (name, v) in [
-            ("start", start), ("expires", expires), ("lastShown", lastShown), ("retryAt", retryAt),
-            ("freshUntil", freshUntil),
-        ]
-            as [(String, Double?)]
-        {
-            if let v, !Time.isSupported(v) { return "its \"\(name)\" is not a time between the years 0 and 9999" }
-        }
+        if let why = time("start", start) ?? time("expires", expires) ?? time("lastShown", lastShown) { return why }
+        if let why = time("retryAt", retryAt) ?? time("freshUntil", freshUntil) { return why }
         if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
         if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
         if !FeedAd.weightRange.contains(weight) { return "its \"weight\" (\(weight)) is out of range" }
