@@ -1,10 +1,11 @@
 #!/bin/sh
 # make order: writes packaging/adcache.order, the functions adcache's common commands run,
 # launch first. `make release` has lld lay those functions out side by side, so that a
-# process maps a few hundred KiB of code it runs instead of megabytes of code it merely
-# sits beside (the kernel maps a binary 64 KiB at a time). Names no longer in the binary
-# are ignored, so a stale list costs memory, never correctness; regenerate it when the
-# code has changed much (the peak-RSS rows of `make bench` tell).
+# process maps less of the code it merely sits beside (the kernel maps a binary 64 KiB at a
+# time): a 1 GiB fetch maps 3.7 MB of the binary's code instead of 6.5 MB (the rest is in
+# archive members lld cannot split, such as the stdlib's 1.6 MB .text). Names no longer in
+# the binary are ignored, so a stale list costs memory, never correctness; regenerate it
+# when the code has changed much (the peak-RSS rows of `make bench` tell).
 #
 # How: the release binary runs the commands below under valgrind's callgrind against a
 # loopback server, and every function it entered is listed (mangled, as the linker sees
