@@ -449,6 +449,35 @@ import Testing
         #expect(Adcache.run(["--cache-dir", cache, "next"]).status == 0)
     }
 
+    /// An asset smaller than one 128 KiB chunk is written once, when its transfer ends: a
+    /// full disk then fails that last write, and the fetch says so as for a big one (74,
+    /// nothing committed, no partial file left).
+    @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
+    func aSmallAssetThatDoesNotFitFailsAtItsOneWrite() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let mountPoint = dir.path + "/small"
+        try SmallDisk.mount(mountPoint, size: "256k")
+        defer { SmallDisk.unmount(mountPoint) }
+        let cache = mountPoint + "/cache"
+        let image = Media.jpeg(100_000)
+        let server = try LoopbackServer { r in
+            r.path == "/feed.json" ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(image, for: r)
+        }
+        defer { server.stop() }
+        // What is left of the disk is less than the image, more than the index needs.
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        let filler = [UInt8](repeating: 7, count: 256 * 1024)
+        let fd = open(mountPoint + "/filler", O_WRONLY | O_CREAT, 0o644)
+        _ = filler.withUnsafeBytes { write(fd, $0.baseAddress, 200 * 1024) }
+        close(fd)
+        let r = Adcache.run(["--cache-dir", cache, "fetch", "--retries", "0", server.url("/feed.json")])
+        #expect(r.status == 74, "\(r.stderr)")
+        #expect(r.stderr.contains("No space left on device"), "\(r.stderr)")
+        let store = CacheStore(directory: cache)
+        #expect(FileIO.list(store.assetsDirectory).isEmpty)
+        #expect(FileIO.list(store.partialDirectory).isEmpty)
+    }
+
     @Test func hostileIDsAndURLsNeverBecomePaths() throws {
         let dir = TempDir(); defer { dir.remove() }
         let cache = dir.path + "/sub/cache"

@@ -57,26 +57,31 @@ struct JournalRecord: Equatable, Sendable {
         self.nonce = nonce
     }
 
+    /// The keys of a line as `line` writes them.
+    enum Field: String, CaseIterable, Sendable { case at, batch, day, event, id, nonce, rot, seq, sig, trackers }
+    static let fields = JSONKeyTable<Field>()
+
     /// Reads one line; nil when it is not a whole record adcache writes (torn or garbled).
     /// Without `deliveries` the tracker URLs are skipped (the index needs only the show).
     init?(line: UnsafeBufferPointer<UInt8>, deliveries: Bool = true) {
         var r = JournalRecord(event: "", id: "", at: .nan, day: Int.min, nonce: "")
         var s = JSONScanner(line)
         do {
-            try s.object { s, key in
+            // Every launch reads the lines not yet folded: keys matched as bytes, as the index's.
+            try s.object(Self.fields) { s, key in
                 switch key {
-                case "at": r.at = try s.double()
-                case "batch": r.batch = try s.bool()
-                case "day": r.day = Int(try s.int())
-                case "event": r.event = try s.string()
-                case "id": r.id = try s.string()
-                case "nonce": r.nonce = try s.string()
-                case "rot": r.rotationKey = try s.string()
-                case "seq": r.seq = try s.int()
-                case "sig": r.rotationSignature = try s.string()
-                case "trackers":
+                case .at: r.at = try s.double()
+                case .batch: r.batch = try s.bool()
+                case .day: r.day = Int(try s.int())
+                case .event: r.event = try s.string()
+                case .id: r.id = try s.string()
+                case .nonce: r.nonce = try s.string()
+                case .rot: r.rotationKey = try s.string()
+                case .seq: r.seq = try s.int()
+                case .sig: r.rotationSignature = try s.string()
+                case .trackers:
                     if deliveries { r.trackers = try s.strings() } else { try s.skip() }
-                default: try s.skip()
+                case nil: try s.skip()
                 }
             }
             try s.finish()

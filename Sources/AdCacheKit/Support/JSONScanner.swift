@@ -77,19 +77,8 @@ struct JSONScanner {
     }
 
     private mutating func key<Key>(in keys: JSONKeyTable<Key>) throws -> Key? {
-        try expect(UInt8(ascii: "\""))
-        let start = i
-        while i < bytes.count {
-            let c = bytes[i]
-            if c == UInt8(ascii: "\"") {
-                i += 1
-                return keys.key(UnsafeBufferPointer(rebasing: bytes[start..<i - 1]))
-            }
-            if c == UInt8(ascii: "\\") { i = start; return Key(rawValue: try escapedString()) }
-            if c < 0x20 { throw fail("control character in string") }
-            i += 1
-        }
-        throw fail("unterminated string")
+        if let plain = try plainString() { return keys.key(plain) }
+        return Key(rawValue: try escapedString())
     }
 
     private mutating func members<K>(
@@ -128,16 +117,22 @@ struct JSONScanner {
     }
 
     mutating func string() throws -> String {
+        if let plain = try plainString() { return String(decoding: plain, as: UTF8.self) }
+        return try escapedString()
+    }
+
+    /// The bytes of a string without escapes, read past its closing quote; nil for one with
+    /// an escape, left at its first character for `escapedString`.
+    private mutating func plainString() throws -> UnsafeBufferPointer<UInt8>? {
         try expect(UInt8(ascii: "\""))
         let start = i
         while i < bytes.count {
             let c = bytes[i]
             if c == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
                 i += 1
-                return s
+                return UnsafeBufferPointer(rebasing: bytes[start..<i - 1])
             }
-            if c == UInt8(ascii: "\\") { i = start; return try escapedString() }
+            if c == UInt8(ascii: "\\") { i = start; return nil }
             if c < 0x20 { throw fail("control character in string") }
             i += 1
         }
