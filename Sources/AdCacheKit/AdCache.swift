@@ -58,7 +58,7 @@ public final class AdCache {
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
-        store = CacheStore(directory: configuration.directory)
+        store = CacheStore(directory: configuration.directory, warn: configuration.diagnostics)
     }
 
     var moment: Moment {

@@ -115,7 +115,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(v.file.map { $0.hasPrefix(hash + "-") && $0.hasSuffix(".mp4") && AssetName.isValid($0) } == true)
         #expect(v.etag != nil && v.state == .ready)
         #expect(try h.index().feed?.url == h.server.url("/feed.json"))
-        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+        #expect(Disk.list(h.store.partialDirectory).isEmpty)
     }
 
     @Test func secondFetchRevalidatesAndTransfersNoBodies() throws {
@@ -147,7 +147,7 @@ final class FetchHarness: @unchecked Sendable {
         let report = try h.fetch()
         #expect(report.ads[0].outcome == .downloaded)
         #expect(try h.cachedBytes("a") == Media.jpeg(4000, seed: 9))
-        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+        #expect(Disk.list(h.store.assetsDirectory).count == 1)
     }
 
     @Test func showsFollowTheIDAndTheFeedIsAuthoritative() throws {
@@ -168,7 +168,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(index.ads.first { $0.id == "b" }?.state == .withdrawn)
         for _ in 0..<3 { #expect(try h.cache.shown(o)?.id == "a") }
         // The old file of a is gone; b's stays until prune.
-        #expect(FileIO.list(h.store.assetsDirectory).count == 2)
+        #expect(Disk.list(h.store.assetsDirectory).count == 2)
     }
 
     @Test func failedFeedChangesNothing() throws {
@@ -220,8 +220,8 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.ads[0].error?.contains("not an image or video") == true)
         let a = try #require(try h.index().ads.first { $0.id == "a" })
         #expect(a.state == .failed && a.file == nil)
-        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
-        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+        #expect(Disk.list(h.store.partialDirectory).isEmpty)
+        #expect(Disk.list(h.store.assetsDirectory).count == 1)
     }
 
     @Test func typeFromContentTypeWhenTheFeedAndURLDoNotSay() throws {
@@ -252,7 +252,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.ads.map(\.outcome) == [.failed, .failed])
         #expect(report.ads[0].error?.contains("the ad says video") == true)
         #expect(report.ads[1].error?.contains("SHA-256") == true)
-        #expect(FileIO.list(h.store.assetsDirectory).isEmpty)
+        #expect(Disk.list(h.store.assetsDirectory).isEmpty)
     }
 
     @Test func sizeCapWithAndWithoutContentLength() throws {
@@ -270,7 +270,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.ads.map(\.outcome) == [.failed, .failed, .downloaded])
         #expect(report.ads[0].error?.contains("larger than the limit") == true)
         #expect(report.ads[1].error?.contains("larger than the limit") == true)
-        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+        #expect(Disk.list(h.store.partialDirectory).isEmpty)
         // Chunked, over the cap, with validators: still never kept in partial/ (outside
         // --max-size's reach), and not asked for again before its back-off.
         h.setOverride { r in
@@ -280,7 +280,7 @@ final class FetchHarness: @unchecked Sendable {
             return resp
         }
         _ = try h.fetch { $0.maxAssetSize = 10_000 }
-        #expect(FileIO.list(h.store.partialDirectory).isEmpty)
+        #expect(Disk.list(h.store.partialDirectory).isEmpty)
     }
 
     /// SPEC v2: an asset that failed for good is not downloaded again on every run (a wrong
@@ -470,11 +470,11 @@ final class FetchHarness: @unchecked Sendable {
         let first = try h.fetch { $0.transfer.retries = 0 }
         #expect(first.ads[0].outcome == .failed)
         #expect(first.ads[0].transient, "a short body is worth another try")
-        #expect(FileIO.list(h.store.assetsDirectory).isEmpty)
+        #expect(Disk.list(h.store.assetsDirectory).isEmpty)
         #expect(try h.index().ads[0].state == .failed)
         // The partial file is kept for resuming.
         let partial = h.store.partialDirectory + "/" + (try SHA256Hasher.hex(h.server.url("/v.mp4"))) + ".part"
-        #expect(FileIO.size(partial) == 150_000)
+        #expect(Disk.size(partial) == 150_000)
         // A power cut can leave zeros where the disk never got the data: the last 64 KiB of a
         // partial file are not trusted (version 1 spliced them into the committed file).
         let zeros = [UInt8](repeating: 0, count: 30_000)
@@ -635,7 +635,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.ads.map(\.outcome) == [.downloaded, .failed, .failed])
         #expect(report.ads[2].error?.contains("too many redirects") == true)
         #expect(h.server.requests(to: "/loop.jpg").count == 6)   // the first + 5 redirects
-        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+        #expect(Disk.list(h.store.assetsDirectory).count == 1)
     }
 
     @Test func feedRedirectMovesTheBaseForRelativeURLs() throws {
@@ -682,7 +682,7 @@ final class FetchHarness: @unchecked Sendable {
         let index = try h.index()
         #expect(index.ads.map(\.state) == [.ready, .pending])
         // The partial download stays for the next run to resume.
-        #expect(FileIO.list(h.store.partialDirectory).contains { $0.hasSuffix(".part") })
+        #expect(Disk.list(h.store.partialDirectory).contains { $0.hasSuffix(".part") })
     }
 
     @Test func expiredAdsAreNotDownloadedScheduledOnesAre() throws {
@@ -721,7 +721,7 @@ final class FetchHarness: @unchecked Sendable {
         let index = try h.index()
         #expect(index.ads[0].file == index.ads[1].file)
         #expect(h.server.requests(to: "/same.jpg").count == 1)
-        #expect(FileIO.list(h.store.assetsDirectory).count == 1)
+        #expect(Disk.list(h.store.assetsDirectory).count == 1)
     }
 
     @Test func rebuildAfterALostIndexReusesFiles() throws {
@@ -734,7 +734,7 @@ final class FetchHarness: @unchecked Sendable {
         #expect(report.ads[0].outcome == .unchanged)
         #expect(h.server.requests(to: "/a.jpg").count == 1)
         #expect(h.warnings.contains { $0.contains("moved it aside") })
-        #expect(FileIO.list(h.store.directory).contains { $0.hasPrefix("index.json.corrupt-") })
+        #expect(Disk.list(h.store.directory).contains { $0.hasPrefix("index.json.corrupt-") })
     }
 
     @Test func missingFileIsFetchedAgain() throws {
@@ -742,7 +742,7 @@ final class FetchHarness: @unchecked Sendable {
         h.put("/a.jpg", Media.jpeg())
         h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
         _ = try h.fetch()
-        for f in FileIO.list(h.store.assetsDirectory) { FileIO.remove(h.store.assetPath(f)) }
+        for f in Disk.list(h.store.assetsDirectory) { Disk.remove(h.store.assetPath(f)) }
         #expect(try h.cache.list()[0].state == .missing)
         let report = try h.fetch()
         #expect(report.ads[0].outcome == .downloaded)

@@ -29,7 +29,7 @@ import Testing
             ]
         }
 
-        func allThere() -> Bool { paths.allSatisfy { FileIO.exists($0) } }
+        func allThere() -> Bool { paths.allSatisfy { Disk.exists($0) } }
     }
 
     func prune(_ f: CacheFixture, maxSize: Int64? = 0, warn: @escaping @Sendable (Diagnostic) -> Void = { _ in }) throws
@@ -71,7 +71,7 @@ import Testing
     @Test func nextAndListNeverOpenAFileNamedOutsideTheCache() throws {
         let f = try CacheFixture(); defer { f.remove() }
         let victims = Victims(f)
-        let size = Int64(FileIO.size(victims.paths[0])!)
+        let size = Int64(Disk.size(victims.paths[0])!)
         // A record that would be ready if its file were the victim (same size).
         let hostile = f.ready("hostile", priority: 10) {
             $0.file = "../victim"; $0.bytes = size
@@ -137,7 +137,7 @@ import Testing
         #expect(warnings.count == 1)
         #expect(warnings.first?.hasPrefix("index.json: dropped the record of ad 'bad': ") == true, "\(warnings)")
         #expect(warnings.first?.contains(named) == true, "\(warnings)")
-        #expect(FileIO.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt") }.isEmpty)
+        #expect(Disk.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt") }.isEmpty)
 
         // A command that only reads repairs nothing on disk; one that writes keeps the rest.
         _ = try f.cache(at: now).shown(NextOptions(peek: true))
@@ -184,7 +184,7 @@ import Testing
         let path = dir.write("late", "x")
         var times = [timespec(tv_sec: 10_000_000_000, tv_nsec: 0), timespec(tv_sec: 10_000_000_000, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
-        #expect(FileIO.stamp(path)?.mtime == Int64.max)
+        #expect(Disk.stamp(path)?.mtime == Int64.max)
     }
 
     /// Thousands of damaged indexes, each run through `list`, `next --peek`, `next` and
@@ -246,7 +246,7 @@ import Testing
                 }
             }
             // Restore the seed's files (prune deletes them), then the damaged index.
-            for r in seeds where !FileIO.exists(f.store.assetPath(r.file!)) {
+            for r in seeds where !Disk.exists(f.store.assetPath(r.file!)) {
                 FileManager.default.createFile(atPath: f.store.assetPath(r.file!), contents: Data(Media.jpeg(100)))
             }
             FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(bytes))
@@ -272,8 +272,8 @@ import Testing
             #expect(
                 victims.allThere(), "a file outside the assets was deleted by \(String(decoding: bytes, as: UTF8.self))"
             )
-            for name in FileIO.list(f.store.directory) where name.hasPrefix("index.json.corrupt-") {
-                FileIO.remove(f.store.directory + "/" + name)
+            for name in Disk.list(f.store.directory) where name.hasPrefix("index.json.corrupt-") {
+                Disk.remove(f.store.directory + "/" + name)
             }
         }
         print(

@@ -28,7 +28,7 @@ import Testing
         // Human-readable and versioned, no temporary left behind.
         let text = try String(contentsOfFile: f.store.indexPath, encoding: .utf8)
         #expect(text.contains("\"version\": 1"))
-        #expect(FileIO.list(f.store.directory).filter { $0.contains("tmp") }.isEmpty)
+        #expect(Disk.list(f.store.directory).filter { $0.contains("tmp") }.isEmpty)
     }
 
     @Test(arguments: [
@@ -49,7 +49,7 @@ import Testing
         try f.store.update(warn: { warnings.append($0.message) }) { $0.showSeq = 1 }
         #expect(warnings.count == 1)
         #expect(warnings[0].contains("moved it aside"))
-        let aside = FileIO.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
+        let aside = Disk.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
         #expect(aside.count == 1)
         #expect(try String(contentsOfFile: f.store.directory + "/" + aside[0], encoding: .utf8) == content)
         #expect(try f.index().showSeq == 1)
@@ -60,7 +60,7 @@ import Testing
         defer { f.remove() }
         try f.save([f.ready("a") { $0.shows = 7 }])
         try f.save([f.ready("a") { $0.shows = 8 }])   // index.json.old now holds shows 7
-        #expect(FileIO.exists(f.store.oldIndexPath))
+        #expect(Disk.exists(f.store.oldIndexPath))
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data("{\"version\":1,\"ads\":[{\"id".utf8))
         let warnings = Collected()
         let listed = try f.cache(at: 1_803_859_200, warn: warnings.add).list()
@@ -74,7 +74,7 @@ import Testing
             FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(text.utf8))
             _ = try f.cache(at: 1_803_859_200).shown()
         }
-        let aside = FileIO.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
+        let aside = Disk.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
         #expect(aside.count == 3)
     }
 
@@ -83,7 +83,7 @@ import Testing
         FileManager.default.createFile(
             atPath: f.store.indexPath, contents: Data(#"{"version":2,"ads":[],"showSeq":0}"#.utf8))
         #expect(throws: AdCacheError.self) { try f.store.load(warn: { _ in }) }
-        #expect(FileIO.exists(f.store.indexPath))
+        #expect(Disk.exists(f.store.indexPath))
     }
 
     @Test func indexLockTimesOutWithBusy() throws {

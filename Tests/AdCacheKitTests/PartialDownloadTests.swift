@@ -7,7 +7,8 @@ import Testing
 @Suite struct PartialDownloadTests {
     @Test func resumesOnlyAFileWhoseVersionIsKnown() throws {
         let dir = TempDir(); defer { dir.remove() }
-        let p = PartialDownload(path: dir.file("x.part"))
+        let top = CacheDirectory(path: dir.path)
+        let p = PartialDownload(file: top.file("x.part"))
         #expect(p.resumePoint() == nil)   // nothing there
         let fd = p.openFresh(validator: "\"v1\"")
         #expect(fd >= 0)
@@ -17,25 +18,26 @@ import Testing
         let point = p.resumePoint()
         #expect(point?.offset == Int64(100_000 - 65_536))
         #expect(point?.validator == "\"v1\"")
-        #expect(FileIO.size(p.path) == Int64(100_000 - 65_536))
+        #expect(Disk.size(p.path) == Int64(100_000 - 65_536))
         // A response without a validator cannot be resumed, and is not kept after a failure.
         close(p.openFresh(validator: nil))
         #expect(p.resumePoint() == nil && !p.isResumable)
         p.keepIfResumable()
-        #expect(!FileIO.exists(p.path))
+        #expect(!Disk.exists(p.path))
     }
 
     @Test func commitMovesTheFileAndForgetsTheValidator() throws {
         let dir = TempDir(); defer { dir.remove() }
-        let p = PartialDownload(path: dir.file("y.part"))
+        let top = CacheDirectory(path: dir.path)
+        let p = PartialDownload(file: top.file("y.part"))
         close(p.openFresh(validator: "W"))
         p.keepIfResumable()
-        #expect(FileIO.exists(p.path) && p.isResumable)
-        #expect(p.commit(to: dir.file("final.jpg")))
-        #expect(FileIO.exists(dir.file("final.jpg")) && !FileIO.exists(p.path) && !FileIO.exists(p.validatorPath))
-        #expect(!p.commit(to: dir.file("again.jpg")))
+        #expect(Disk.exists(p.path) && p.isResumable)
+        #expect(p.commit(to: top.file("final.jpg")))
+        #expect(Disk.exists(dir.file("final.jpg")) && !Disk.exists(p.path) && !Disk.exists(p.validator.path))
+        #expect(!p.commit(to: top.file("again.jpg")))
         close(p.openFresh(validator: "W"))
         p.discard()
-        #expect(FileIO.list(dir.path) == ["final.jpg"])
+        #expect(Disk.list(dir.path) == ["final.jpg"])
     }
 }

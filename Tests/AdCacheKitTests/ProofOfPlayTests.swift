@@ -279,7 +279,7 @@ import Testing
         let p = try Harness()
         p.reportUrl = p.h.server.url("/report")
         _ = try p.cache().shown()
-        let lock = FileLock(path: p.h.store.directory + "/report.lock")
+        let lock = FileLock(p.h.store.dir.file("report.lock"))
         #expect(try lock.tryLock())
         do {
             _ = try p.report()
@@ -298,7 +298,7 @@ import Testing
             warnings.add($0)
         }.log
         #expect(warnings.messages.contains { $0.contains("events.json could not be read") }, "\(warnings.messages)")
-        #expect(FileIO.list(p.h.store.directory).contains { $0.hasPrefix("events.json.corrupt-") })
+        #expect(Disk.list(p.h.store.directory).contains { $0.hasPrefix("events.json.corrupt-") })
         #expect(log.queue.count == 1, "the journal's event survives the lost queue")
 
         p.reportUrl = nil   // configured when queued, gone when sending
@@ -363,7 +363,7 @@ import Testing
         #expect(try p.h.index().ads[0].shows == 3)
         _ = try p.cache().shown()
         _ = try p.cache().prune()
-        #expect(FileIO.size(store.journal.path) == 0)
+        #expect(Disk.size(store.journal.path) == 0)
         #expect(try p.h.index().ads[0].shows == 4)
         let stats = try p.cache().stats()
         #expect(stats.days.map(\.shows) == [4] && stats.pending == 4)
@@ -424,12 +424,12 @@ import Testing
         let p = try Harness(ids: (0..<50).map { "ad\($0)" })
         let index = try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath))
         _ = try p.cache().shown()
-        let journal = FileIO.size(p.h.store.journal.path) ?? 0
+        let journal = Disk.size(p.h.store.journal.path) ?? 0
         #expect(journal > 0 && journal < 1024, "\(journal) bytes")
         #expect(try Data(contentsOf: URL(fileURLWithPath: p.h.store.indexPath)) == index)
         // A fold takes it into the index and the queue, once.
         _ = try p.cache().prune()
-        #expect(FileIO.size(p.h.store.journal.path) == 0)
+        #expect(Disk.size(p.h.store.journal.path) == 0)
         #expect(try p.h.index().ads.reduce(0) { $0 + $1.shows } == 1)
         #expect(try p.cache().stats().pending == 1)
     }

@@ -20,7 +20,10 @@ import Testing
         }
         let keep = f.ready("keep")
         try f.save([expired, withdrawn, exhausted, keep])
-        FileManager.default.createFile(atPath: f.store.assetPath("orphan.png"), contents: Data(Media.png(50)))
+        let orphan = String(repeating: "a", count: 64) + "-1.png"
+        FileManager.default.createFile(atPath: f.store.assetPath(orphan), contents: Data(Media.png(50)))
+        // Not an asset's name: never deleted from assets/ (SPEC §6), whatever it is.
+        FileManager.default.createFile(atPath: f.store.assetPath("notes.txt"), contents: Data([1]))
         FileManager.default.createFile(
             atPath: f.store.partialDirectory + "/\(String(repeating: "0", count: 64)).part", contents: Data([1, 2, 3]))
 
@@ -30,8 +33,8 @@ import Testing
         let ids = try f.index().ads.map(\.id)
         #expect(ids == ["exhausted", "keep"])
         #expect(try f.index().ads[0].file == nil && f.index().ads[0].shows == 2)
-        #expect(FileIO.list(f.store.assetsDirectory) == [keep.file!])
-        #expect(FileIO.list(f.store.partialDirectory).isEmpty)
+        #expect(Set(Disk.list(f.store.assetsDirectory)) == [keep.file!, "notes.txt"])
+        #expect(Disk.list(f.store.partialDirectory).isEmpty)
     }
 
     @Test func sharedFileStaysWhileAnAdUsesIt() throws {
@@ -41,7 +44,7 @@ import Testing
         b.url = a.url; b.file = a.file
         try f.save([a, b])
         _ = try prune(f)
-        #expect(FileIO.exists(f.store.assetPath(a.file!)))
+        #expect(Disk.exists(f.store.assetPath(a.file!)))
         #expect(try f.index().ads.map(\.id) == ["b"])
     }
 
@@ -52,7 +55,7 @@ import Testing
         let report = try prune(f, maxSize: 0, dryRun: true)
         #expect(report.removed.count == 2)
         #expect(try Data(contentsOf: URL(fileURLWithPath: f.store.indexPath)) == before)
-        #expect(FileIO.list(f.store.assetsDirectory).count == 2)
+        #expect(Disk.list(f.store.assetsDirectory).count == 2)
     }
 
     @Test func evictsLowestPriorityThenSoonestExpiryThenLeastRecentlyShown() throws {
@@ -91,7 +94,7 @@ import Testing
         let index = try f.index()
         #expect(index.ads.first { $0.id == "top" }?.state == .ready)
         #expect(index.ads.first { $0.id == "low" }?.state == .ready)
-        #expect(FileIO.list(f.store.assetsDirectory) == [top.file!])
+        #expect(Disk.list(f.store.assetsDirectory) == [top.file!])
         #expect(try f.cache(at: now).shown()?.id == "top")
     }
 
@@ -104,13 +107,13 @@ import Testing
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data("{\"version\": 1, \"ads\": [{".utf8))
         let report = try prune(f)
         #expect(!report.removed.contains { $0.reason == "orphan" })
-        #expect(FileIO.list(f.store.assetsDirectory).count == 2)
+        #expect(Disk.list(f.store.assetsDirectory).count == 2)
         // Nor with no index at all (lost): the next fetch reuses the files.
-        for name in FileIO.list(f.store.directory) where name.hasPrefix("index.json") {
-            FileIO.remove(f.store.directory + "/" + name)
+        for name in Disk.list(f.store.directory) where name.hasPrefix("index.json") {
+            Disk.remove(f.store.directory + "/" + name)
         }
         #expect(try prune(f).removed.isEmpty)
-        #expect(FileIO.list(f.store.assetsDirectory).count == 2)
+        #expect(Disk.list(f.store.assetsDirectory).count == 2)
     }
 
     @Test func sizeLimitAdmitsExactlySize() throws {
@@ -128,16 +131,16 @@ import Testing
         let lock = try f.store.acquireFetchLock()
         defer { lock.unlock() }
         #expect(try prune(f).removed.isEmpty)
-        #expect(FileIO.exists(f.store.assetPath("just-downloaded.jpg")))
-        #expect(FileIO.exists(f.store.partialDirectory + "/x.part"))
+        #expect(Disk.exists(f.store.assetPath("just-downloaded.jpg")))
+        #expect(Disk.exists(f.store.partialDirectory + "/x.part"))
     }
 
     @Test func clearRemovesEverythingButTheDirectory() throws {
         let f = try CacheFixture(); defer { f.remove() }
         try f.save([f.ready("a"), f.ready("b")])
         #expect(try f.cache(at: now).clear() == 2)
-        #expect(FileIO.exists(f.store.directory))
-        #expect(!FileIO.exists(f.store.indexPath))
-        #expect(FileIO.list(f.store.assetsDirectory).isEmpty)
+        #expect(Disk.exists(f.store.directory))
+        #expect(!Disk.exists(f.store.indexPath))
+        #expect(Disk.list(f.store.assetsDirectory).isEmpty)
     }
 }

@@ -129,7 +129,7 @@ import Testing
         let gone = f.ready("gone", priority: 9)
         let wrong = f.ready("wrong", priority: 8) { $0.bytes = 5 }
         try f.save([gone, wrong, f.ready("ok")])
-        FileIO.remove(f.store.assetPath(gone.file!))
+        Disk.remove(f.store.assetPath(gone.file!))
         #expect(try pick(f) == "ok")
         let states = try f.cache(at: now).list().map(\.state)
         #expect(states == [.missing, .missing, .ready])
@@ -148,7 +148,7 @@ import Testing
         let dir = TempDir(); defer { dir.remove() }
         let store = CacheStore(directory: dir.path + "/none")
         #expect(try AdCache(.init(directory: store.directory)).shown() == nil)
-        #expect(!FileIO.exists(dir.path + "/none"))   // next creates nothing
+        #expect(!Disk.exists(dir.path + "/none"))   // next creates nothing
     }
 
     @Test func listStates() throws {

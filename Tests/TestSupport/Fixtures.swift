@@ -162,3 +162,36 @@ final class Captured: @unchecked Sendable {
     func append(_ s: String) { lock.lock(); parts.append(s); lock.unlock() }
     var text: String { lock.lock(); defer { lock.unlock() }; return parts.joined() }
 }
+
+/// The tests' own look at files by path (the library reaches the cache only through its
+/// `CacheDirectory` handle, SPEC §6).
+public enum Disk {
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// The names in a directory (not . or ..); empty when it does not exist.
+    public static func list(_ dir: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+    }
+
+    /// The size of a regular file, or nil.
+    public static func size(_ path: String) -> Int64? {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(st.st_size)
+    }
+
+    /// A regular file's size and modification time (nanoseconds), or nil.
+    public static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return (Int64(st.st_size), FileIO.nanoseconds(st.st_mtim))
+    }
+
+    @discardableResult
+    public static func remove(_ path: String) -> Bool {
+        unlink(path) == 0
+    }
+}

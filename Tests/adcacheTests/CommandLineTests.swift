@@ -94,7 +94,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(lines.first?.hasPrefix("adcache: error: \(error)") == true, "\(r.stderr)")
         #expect(lines.count == (hint == nil ? 1 : 2), "\(r.stderr)")
         if let hint { #expect(lines.last == hint) }
-        #expect(!FileIO.exists(s.cache))   // bad input changes nothing
+        #expect(!Disk.exists(s.cache))   // bad input changes nothing
     }
 
     @Test func optionsMayComeBeforeOrAfterTheCommandAndWithEquals() throws {
@@ -329,11 +329,11 @@ func jsonObject(_ text: String) throws -> [String: Any] {
             ["fetch", "-q", packageRoot + "/Examples/feed.json"],
             environment: ["ADCACHE_DIR": s.dir.path + "/env-cache"])
         #expect(r.status == 0)
-        #expect(FileIO.exists(s.dir.path + "/env-cache/index.json"))
+        #expect(Disk.exists(s.dir.path + "/env-cache/index.json"))
         let x = Adcache.call(
             ["fetch", "-q", packageRoot + "/Examples/feed.json"], environment: ["XDG_CACHE_HOME": s.dir.path + "/xdg"])
         #expect(x.status == 0)
-        #expect(FileIO.exists(s.dir.path + "/xdg/adcache/index.json"))
+        #expect(Disk.exists(s.dir.path + "/xdg/adcache/index.json"))
     }
 
     @Test func unwritableCacheDirectoryIs73() {

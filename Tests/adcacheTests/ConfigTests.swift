@@ -52,7 +52,7 @@ import Testing
         let flag = s.dir.write("flag.conf", "no-progress = maybe\n")
         #expect(
             Adcache.call(["--config", flag, command]).stderr.contains("\(flag):1: 'no-progress' needs true or false"))
-        #expect(!FileIO.exists(s.cache))
+        #expect(!Disk.exists(s.cache))
     }
 
     /// The configured feed and headers reach fetch; headers from the file and the command

@@ -27,7 +27,7 @@ import Testing
             cwd: clone)
         #expect(make.status == 0, "\(make.stderr)")
         let deb = try #require(make.stdout.split(separator: "\n").last.map(String.init))
-        #expect(deb.hasPrefix(clone + "/adcache_") && deb.hasSuffix(".deb") && FileIO.exists(deb))
+        #expect(deb.hasPrefix(clone + "/adcache_") && deb.hasSuffix(".deb") && Disk.exists(deb))
 
         let info = sh("/usr/bin/dpkg-deb", ["-I", deb])
         for field in [

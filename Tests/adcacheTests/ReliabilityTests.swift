@@ -82,11 +82,11 @@ import Testing
             let i = Int(r.url.split(separator: "/").last!)!
             #expect(assets.versions(i).contains(bytes), "\(context): \(r.id) content")
         }
-        let stray = FileIO.list(cache).filter {
+        let stray = Disk.list(cache).filter {
             $0.hasPrefix("index.json.") && !["index.json.tmp", "index.json.old"].contains($0)
         }
         #expect(stray.isEmpty, "\(context): \(stray)")
-        #expect(FileIO.list(cache + "/partial").count <= 2 * assets.count)
+        #expect(Disk.list(cache + "/partial").count <= 2 * assets.count)
     }
 
     func spawn(_ args: [String]) throws -> Process {
@@ -161,10 +161,10 @@ import Testing
             r.state = .ready
             r.file = try AssetName.make(url: ad.url, format: .jpeg, version: "v1")
             let path = store.assetPath(r.file!)
-            if !FileIO.exists(path) {
+            if !Disk.exists(path) {
                 FileManager.default.createFile(atPath: path, contents: Data(Media.jpeg(4096 + i)))
             }
-            let stamp = try #require(FileIO.stamp(path))
+            let stamp = try #require(Disk.stamp(path))
             (r.bytes, r.fileMtime) = (stamp.size, stamp.mtime)
             index.ads.append(r)
         }
@@ -179,17 +179,17 @@ import Testing
     /// before the last.
     @Test(arguments: [["prune", "--max-size", "100K"], ["clear"]])
     func killNineOfPruneOrClearNeverLeavesAReadyAdWithoutItsFile(command: [String]) throws {
-        let dir = FileIO.exists("/dev/shm") ? TempDir(under: "/dev/shm") : TempDir()   // fsync is not what is tested
+        let dir = Disk.exists("/dev/shm") ? TempDir(under: "/dev/shm") : TempDir()   // fsync is not what is tested
         defer { dir.remove() }
         let cache = dir.path + "/cache"
         let assetsDir = cache + "/assets"
         let ads = 300
         try makeCache(cache, count: ads)
-        let initial = FileIO.list(assetsDir).count
+        let initial = Disk.list(assetsDir).count
         let started = monotonicNow()
         #expect(Adcache.run(["--cache-dir", cache] + command).status == 0)
         let duration = monotonicNow() - started
-        let final = FileIO.list(assetsDir).count
+        let final = Disk.list(assetsDir).count
         var (early, late) = (0.0, duration * 1.5)
         var kills = 0
         var midway = 0
@@ -206,7 +206,7 @@ import Testing
                 kills += 1
             }
             p.waitUntilExit()
-            let left = FileIO.list(assetsDir).count
+            let left = Disk.list(assetsDir).count
             if left >= initial {
                 early = moment   // nothing deleted yet
             } else if left <= final {
@@ -251,7 +251,7 @@ import Testing
             while fetch.isRunning {
                 // An uncommitted download: in assets/, named by no record.
                 let named = Set((try? store.load(warn: { _ in }))?.ads.compactMap(\.file) ?? [])
-                let pending = FileIO.list(store.assetsDirectory).contains { !named.contains($0) }
+                let pending = Disk.list(store.assetsDirectory).contains { !named.contains($0) }
                 _ = Adcache.run(["--cache-dir", cache, "prune"])
                 if pending && fetch.isRunning { windowsHit += 1 }
                 prunes += 1
@@ -393,7 +393,7 @@ import Testing
         #expect(full.stderr.hasPrefix("adcache: warning: show not recorded: "), "\(full.stderr)")
         #expect(full.stderr.contains("No space left on device"))
         #expect(try shows() == 0)
-        FileIO.remove(mountPoint + "/filler")
+        Disk.remove(mountPoint + "/filler")
 
         // Read-only.
         #expect(SmallDisk.remount(mountPoint, readOnly: true))
@@ -435,7 +435,7 @@ import Testing
         #expect(Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")]).status == 0)
         let store = CacheStore(directory: cache)
         let before = try store.load(warn: { _ in })
-        let assetsBefore = FileIO.list(store.assetsDirectory)
+        let assetsBefore = Disk.list(store.assetsDirectory)
         withBig.set()
         let r = Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")])
         #expect(r.status == 74, "\(r.stderr)")
@@ -443,9 +443,9 @@ import Testing
         #expect(r.stderr.components(separatedBy: "adcache: error:").count == 2)
         let after = try store.load(warn: { _ in })
         #expect(after.ads.first { $0.id == "small" } == before.ads.first { $0.id == "small" })
-        #expect(FileIO.list(store.assetsDirectory) == assetsBefore)
+        #expect(Disk.list(store.assetsDirectory) == assetsBefore)
         #expect(try FileIO.read(store.assetPath(assetsBefore[0])) == small)
-        #expect(FileIO.list(store.partialDirectory).isEmpty)
+        #expect(Disk.list(store.partialDirectory).isEmpty)
         #expect(Adcache.run(["--cache-dir", cache, "next"]).status == 0)
     }
 
@@ -474,8 +474,8 @@ import Testing
         #expect(r.status == 74, "\(r.stderr)")
         #expect(r.stderr.contains("No space left on device"), "\(r.stderr)")
         let store = CacheStore(directory: cache)
-        #expect(FileIO.list(store.assetsDirectory).isEmpty)
-        #expect(FileIO.list(store.partialDirectory).isEmpty)
+        #expect(Disk.list(store.assetsDirectory).isEmpty)
+        #expect(Disk.list(store.partialDirectory).isEmpty)
     }
 
     @Test func hostileIDsAndURLsNeverBecomePaths() throws {
@@ -502,9 +502,9 @@ import Testing
         #expect(r.stdout == "3 ads: 3 ready (3 downloaded)\n")
         #expect(r.stderr.contains("skipping ad 'local'") && r.stderr.contains("skipping ad 'js'"))
         // Only hash-named files inside the cache; nothing beside it.
-        #expect(FileIO.list(dir.path) == ["sub"])
-        #expect(FileIO.list(dir.path + "/sub") == ["cache"])
-        let names = FileIO.list(cache + "/assets")
+        #expect(Disk.list(dir.path) == ["sub"])
+        #expect(Disk.list(dir.path + "/sub") == ["cache"])
+        let names = Disk.list(cache + "/assets")
         #expect(names.count == 3)
         #expect(
             names.allSatisfy { AssetName.isValid($0) && $0.hasSuffix(".jpg") && $0.prefix(64).allSatisfy(\.isHexDigit) }
@@ -537,10 +537,10 @@ import Testing
         #expect(Adcache.run(["--cache-dir", cache, "next"]).status == 1, "no ad has a file it may use")
         let prune = Adcache.run(["--cache-dir", cache, "prune", "--max-size", "0"])
         #expect(prune.status == 0, "\(prune.stderr)")
-        #expect(FileIO.exists(victim))
+        #expect(Disk.exists(victim))
         #expect(try String(contentsOfFile: victim, encoding: .utf8).hasPrefix("root:"))
         // The asset files are orphans now, and go; a fetch gets the ads back.
-        #expect(FileIO.list(cache + "/assets").isEmpty)
+        #expect(Disk.list(cache + "/assets").isEmpty)
         #expect(
             Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).stdout
                 == "3 ads: 3 ready (3 downloaded)\n")
@@ -561,7 +561,7 @@ import Testing
             #expect(fetch.status == 0)
             #expect(fetch.stdout == "3 ads: 3 ready (3 unchanged)\n", "rebuilt from the files already there")
         }
-        #expect(FileIO.list(cache).filter { $0.hasPrefix("index.json.corrupt-") }.count >= 1)
+        #expect(Disk.list(cache).filter { $0.hasPrefix("index.json.corrupt-") }.count >= 1)
     }
 }
 

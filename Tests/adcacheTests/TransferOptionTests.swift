@@ -187,7 +187,7 @@ import Testing
         let refused = s.run(["fetch", "--retries", "0", url])
         #expect(refused.status == 69)
         #expect(refused.stderr.contains("TLS failure"), "\(refused.stderr)")
-        #expect(!FileIO.exists(s.cache + "/index.json"))
+        #expect(!Disk.exists(s.cache + "/index.json"))
 
         let trusted = s.run(["fetch", "--cacert", s.dir.path + "/cert.pem", url])
         #expect(trusted.status == 0, "\(trusted.stderr)")

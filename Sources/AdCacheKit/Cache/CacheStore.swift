@@ -3,22 +3,35 @@ import Foundation
 /// The cache directory: where each file lives, the index's atomic load and save, and the
 /// locks that keep concurrent runs safe (SPEC §3, §6).
 final class CacheStore {
-    let directory: String
-    var indexPath: String { directory + "/index.json" }
-    var assetsDirectory: String { directory + "/assets" }
-    var partialDirectory: String { directory + "/partial" }
+    /// The directory, held open: every file below is reached through it (SPEC §6).
+    let dir: CacheDirectory
+    var directory: String { dir.path }
+    let indexFile: CacheFile
+    /// The previous generation of the index (as dpkg keeps `status-old`).
+    let oldIndexFile: CacheFile
     /// Held for short, network-free read-modify-write sections of the index.
-    var indexLockPath: String { directory + "/index.lock" }
+    let indexLockFile: CacheFile
     /// Held by a running `fetch` for its whole run.
-    var fetchLockPath: String { directory + "/fetch.lock" }
+    let fetchLockFile: CacheFile
+    var indexPath: String { indexFile.path }
+    var oldIndexPath: String { oldIndexFile.path }
+    var assetsDirectory: String { dir.path(of: .assets) }
+    var partialDirectory: String { dir.path(of: .partial) }
 
     /// How long `next` and the other commands wait for the index lock (SPEC §6).
     var lockTimeout: Double = 1
     /// Past this many bytes of journal, `next` folds it itself (about 4,000 shows).
     var journalFoldSize: Int64 = 1 << 20
 
-    init(directory: String) {
-        self.directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
+    /// `warn` hears what the directory itself is found to be (a link where a folder belongs,
+    /// a cache others can write while running as root).
+    init(directory: String, warn: @escaping WarningSink = { _ in }) {
+        let path = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
+        dir = CacheDirectory(path: path, warn: warn)
+        indexFile = dir.file("index.json")
+        oldIndexFile = dir.file("index.json.old")
+        indexLockFile = dir.file("index.lock")
+        fetchLockFile = dir.file("fetch.lock")
     }
 
     /// `$ADCACHE_DIR`, else `$XDG_CACHE_HOME/adcache`, else `~/.cache/adcache`.
@@ -35,25 +48,23 @@ final class CacheStore {
         return (cwd as NSString).appendingPathComponent(path)
     }
 
-    func assetPath(_ file: String) -> String { assetsDirectory + "/" + file }
+    /// The path of an asset, as `next` prints it.
+    func assetPath(_ file: String) -> String { asset(file).path }
+    func asset(_ name: String) -> CacheFile { dir.file(name, in: .assets) }
+    func partial(_ name: String) -> CacheFile { dir.file(name, in: .partial) }
 
     /// Creates the directory and its folders (exit 73 when it cannot).
     func prepare() throws {
-        try FileIO.makeDirectory(directory)
-        try FileIO.makeDirectory(assetsDirectory)
-        try FileIO.makeDirectory(partialDirectory)
-        guard access(directory, W_OK) == 0 else {
+        try dir.prepare()
+        guard faccessat(dir.fd(.top), ".", W_OK, 0) == 0 else {
             throw AdCacheError.cacheUnwritable(
                 "cannot write to the cache directory \(directory): \(FileIO.errnoText())")
         }
     }
 
-    var exists: Bool { FileIO.exists(directory) }
+    var exists: Bool { dir.exists }
 
     // MARK: The index
-
-    /// The previous generation of the index (as dpkg keeps `status-old`).
-    var oldIndexPath: String { directory + "/index.json.old" }
 
     /// An index as loaded, and whether it had to be recovered (moved aside, or taken from
     /// the previous generation): then files it does not name may still be some record's.
@@ -79,7 +90,7 @@ final class CacheStore {
     }
 
     /// Shows and events appended since the last fold.
-    var journal: Journal { Journal(path: directory + "/journal") }
+    var journal: Journal { Journal(file: dir.file("journal")) }
 
     /// Applies the journal's records that `index` does not hold yet (SPEC §6: show counts
     /// survive a recovery to the previous generation). True when there were some.
@@ -102,7 +113,7 @@ final class CacheStore {
     /// at every launch), and `Loaded.complete` reads the chosen one whole.
     func load(warn: WarningSink, forSelection: Bool) throws -> Loaded {
         var loaded: Loaded
-        switch try read(indexPath, forSelection: forSelection) {
+        switch try read(indexFile, forSelection: forSelection) {
         case .success(let decoded): loaded = decoded.loaded(warn: warn)
         case .failure(let unreadable): loaded = try fallBack(unreadable.reason, movedTo: nil, warn: warn)
         }
@@ -123,17 +134,17 @@ final class CacheStore {
     }
 
     private func loadLockedIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {
-        switch try read(indexPath, forSelection: forSelection) {
+        switch try read(indexFile, forSelection: forSelection) {
         case .success(let decoded): return decoded.loaded(warn: warn)
         case .failure(let unreadable):
-            let aside = asideName()
-            guard rename(indexPath, aside) == 0 else {
+            let aside = asideName(indexFile)
+            guard indexFile.rename(to: aside) else {
                 throw AdCacheError.io(
                     "index.json cannot be read (\(unreadable.reason)) nor moved aside: \(FileIO.errnoText())")
             }
-            let loaded = try fallBack(unreadable.reason, movedTo: aside, warn: warn)
-            if loaded.recovered { link(oldIndexPath, indexPath) }   // the previous generation is current again
-            FileIO.syncDirectory(directory)
+            let loaded = try fallBack(unreadable.reason, movedTo: aside.path, warn: warn)
+            if loaded.recovered, !oldIndexFile.isLink { _ = oldIndexFile.link(to: indexFile) }   // the previous generation is current again
+            dir.sync(.top)
             return loaded
         }
     }
@@ -143,7 +154,7 @@ final class CacheStore {
     /// rebuild.
     private func fallBack(_ reason: String, movedTo aside: String?, warn: WarningSink) throws -> Loaded {
         let what = "index.json could not be read (\(reason))" + (aside.map { "; moved it aside to \($0)" } ?? "")
-        if FileIO.exists(oldIndexPath), case .success(let old) = try read(oldIndexPath) {
+        if oldIndexFile.exists, case .success(let old) = try read(oldIndexFile) {
             warn(Diagnostic(.index, what + "; using index.json.old, the previous generation"))
             return Loaded(index: old.index(warn: warn), recovered: true)
         }
@@ -151,25 +162,28 @@ final class CacheStore {
         return Loaded(index: CacheIndex(), recovered: true)
     }
 
-    /// `index.json.corrupt-<time>`, with `.1`, `.2`… when that name is taken.
-    private func asideName() -> String {
-        let base = "\(indexPath).corrupt-\(Int(Date().timeIntervalSince1970))"
-        var name = base
+    /// `<name>.corrupt-<time>`, with `.1`, `.2`… when that name is taken.
+    func asideName(_ file: CacheFile) -> CacheFile {
+        let base = "\(file.name).corrupt-\(Int(Date().timeIntervalSince1970))"
+        var aside = file.sibling(base)
         var n = 0
-        while FileIO.exists(name) {
+        while aside.exists {
             n += 1
-            name = "\(base).\(n)"
+            aside = file.sibling("\(base).\(n)")
         }
-        return name
+        return aside
     }
 
     struct Unreadable: Error { var reason: String }
 
-    private func read(_ path: String, forSelection: Bool = false) throws -> Result<IndexCoder.Decoded, Unreadable> {
-        guard FileIO.exists(path) else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
+    private func read(_ file: CacheFile, forSelection: Bool = false) throws -> Result<IndexCoder.Decoded, Unreadable> {
+        guard let st = file.status() else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link (never followed), a fifo…
+            return .failure(Unreadable(reason: "it is not a regular file"))
+        }
         let bytes: [UInt8]
         do {
-            bytes = try FileIO.read(path)
+            bytes = try file.read()
         } catch let e as AdCacheError {
             throw AdCacheError.io(e.message)
         }
@@ -197,20 +211,20 @@ final class CacheStore {
             throw AdCacheError.io("internal error: an index read for selection cannot be saved")
         }
         let bytes = try IndexCoder.encode(index)
-        try FileIO.writeAtomically(bytes, to: indexPath) {
+        try indexFile.writeAtomically(bytes) {
             // Before the new index takes the name: the current one becomes the old
             // generation (a hard link, renamed into place so index.json.old is never torn).
-            let staging = oldIndexPath + ".tmp"
-            unlink(staging)
-            if link(indexPath, staging) == 0, rename(staging, oldIndexPath) != 0 || FileIO.exists(staging) {
-                unlink(staging)   // rename between two links of one file does nothing
+            let staging = oldIndexFile.sibling(oldIndexFile.name + ".tmp")
+            staging.remove()
+            if indexFile.link(to: staging), !staging.rename(to: oldIndexFile) || staging.exists {
+                staging.remove()   // rename between two links of one file does nothing
             }
         }
     }
 
     /// Runs `body` holding the index lock, waiting at most `lockTimeout` for it (exit 75).
     func withIndexLock<T>(_ body: () throws -> T) throws -> T {
-        let lock = FileLock(path: indexLockPath)
+        let lock = FileLock(indexLockFile)
         guard try lock.lock(timeout: lockTimeout) else {
             throw AdCacheError.busy("the cache is busy (index.lock is held); try again")
         }
@@ -231,7 +245,7 @@ final class CacheStore {
 
     /// Takes the fetch lock for a whole run, or says who holds it (exit 75).
     func acquireFetchLock() throws -> FileLock {
-        let lock = FileLock(path: fetchLockPath)
+        let lock = FileLock(fetchLockFile)
         guard try lock.tryLock() else {
             let who = lock.owner().map { " (pid \($0))" } ?? ""
             throw AdCacheError.busy("another fetch is running\(who); try again later")
@@ -242,8 +256,8 @@ final class CacheStore {
 
     /// True when a fetch holds its lock now.
     func fetchIsRunning() -> Bool {
-        guard FileIO.exists(fetchLockPath) else { return false }
-        let lock = FileLock(path: fetchLockPath)
+        guard fetchLockFile.exists else { return false }
+        let lock = FileLock(fetchLockFile)
         guard let free = try? lock.tryLock() else { return false }
         lock.unlock()
         return !free
@@ -657,20 +671,22 @@ extension CacheStore {
         defer { fetchLock.unlock() }
         return try withIndexLock {
             if events {
-                FileIO.remove(journal.path)
-                FileIO.remove(eventsPath)
+                journal.file.remove()
+                eventsFile.remove()
             } else {
                 try fold()
             }
-            for name in FileIO.list(directory) where name == "index.json" || name.hasPrefix("index.json.") {
-                FileIO.remove(directory + "/" + name)
+            for name in dir.list(.top) where name == "index.json" || name.hasPrefix("index.json.") {
+                dir.file(name).remove()
             }
-            FileIO.syncDirectory(directory)
+            dir.sync(.top)
             var count = 0
-            for dir in [assetsDirectory, partialDirectory] {
-                for name in FileIO.list(dir) where FileIO.remove(dir + "/" + name) { count += 1 }
+            for folder in [CacheDirectory.Folder.assets, .partial] {
+                for name in dir.list(folder) where folder != .assets || AssetName.isValid(name) {
+                    if dir.file(name, in: folder).remove() { count += 1 }
+                }
             }
-            FileIO.syncDirectory(assetsDirectory)
+            dir.sync(.assets)
             return count
         }
     }

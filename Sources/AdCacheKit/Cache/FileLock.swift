@@ -7,19 +7,21 @@ import Foundation
 #endif
 
 /// An advisory `flock` on a file, released on close. Not shared between threads.
+/// The file is a `CacheFile`: opened without following a link, never written through one.
 final class FileLock {
-    let path: String
+    let file: CacheFile
+    var path: String { file.path }
     private var fd: Int32 = -1
 
-    init(path: String) {
-        self.path = path
+    init(_ file: CacheFile) {
+        self.file = file
     }
 
     deinit { unlock() }
 
     private func openFile() throws {
         guard fd < 0 else { return }
-        fd = FileIO.create(path, flags: O_RDWR | O_CREAT)
+        fd = file.openForWriting(O_RDWR | O_CREAT)
         guard fd >= 0 else { throw FileIO.writeError("cannot open lock file \(path)") }
     }
 
@@ -63,7 +65,7 @@ final class FileLock {
 
     /// The PID the holder wrote, if any.
     func owner() -> Int32? {
-        guard let bytes = try? FileIO.read(path, limit: 64) else { return nil }
+        guard let bytes = try? file.read(limit: 64) else { return nil }
         return Int32(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -21,13 +21,13 @@ final class Pruner {
         var report = PruneReport(dryRun: options.dryRun)
         guard store.exists else { return report }
         // Held for the whole run when free; a running fetch keeps its files.
-        let fetchLock = FileLock(path: store.fetchLockPath)
+        let fetchLock = FileLock(store.fetchLockFile)
         let sweep = try fetchLock.tryLock()
         if sweep { fetchLock.writeOwner() }
         defer { fetchLock.unlock() }
 
-        let doomed: [String] = try store.withIndexLock {
-            let indexExisted = FileIO.exists(store.indexPath)
+        let doomed: [CacheFile] = try store.withIndexLock {
+            let indexExisted = store.indexFile.exists
             let loaded = try store.loadLocked(warn: warn)
             var index = loaded.index
             let t = moment.resolve(index)
@@ -42,13 +42,13 @@ final class Pruner {
             return doomed
         }
         if !options.dryRun {
-            for path in doomed { FileIO.remove(path) }
-            if !doomed.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
+            for file in doomed { file.remove() }
+            if !doomed.isEmpty { store.dir.sync(.assets) }
         }
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
         let gone = Set(doomed)
-        report.bytesKept = FileIO.list(store.assetsDirectory).map(store.assetPath).filter { !gone.contains($0) }
-            .reduce(Int64(0)) { $0 + (FileIO.size($1) ?? 0) }
+        report.bytesKept = store.dir.list(.assets).map(store.asset).filter { !gone.contains($0) }
+            .reduce(Int64(0)) { $0 + ($1.size ?? 0) }
         return report
     }
 
@@ -56,7 +56,7 @@ final class Pruner {
     /// record without a file (its count is not forgotten, nor is it downloaded again); then,
     /// over the budget, files are evicted. Returns the asset paths to delete after the commit.
     private func plan(_ index: inout CacheIndex, at t: Double, options: PruneOptions, report: inout PruneReport) throws
-        -> (files: [String], names: Set<String>)
+        -> (files: [CacheFile], names: Set<String>)
     {
         let local = Time.local(t)
         var kept: [AdRecord] = []
@@ -78,7 +78,7 @@ final class Pruner {
         func remove(_ name: String, id: String?, reason: String) {
             removed.insert(name)
             report.removed.append(
-                .init(id: id, reason: reason, file: name, bytes: FileIO.size(store.assetPath(name)) ?? 0))
+                .init(id: id, reason: reason, file: name, bytes: store.asset(name).size ?? 0))
         }
         let stillUsed = Set(kept.compactMap(\.file))
         for (r, reason) in dropped {
@@ -100,9 +100,9 @@ final class Pruner {
             }
             // The files the index keeps (orphans are swept, or are a running fetch's).
             var total = best.keys.filter { !removed.contains($0) }
-                .reduce(Int64(0)) { $0 + (FileIO.size(store.assetPath($1)) ?? 0) }
+                .reduce(Int64(0)) { $0 + (store.asset($1).size ?? 0) }
             for (name, ad) in best.sorted(by: { Self.keepsBefore($1.value, $0.value) }) where total > budget {
-                let bytes = FileIO.size(store.assetPath(name)) ?? 0
+                let bytes = store.asset(name).size ?? 0
                 remove(name, id: ad.id, reason: "evicted")
                 total -= bytes
             }
@@ -113,7 +113,7 @@ final class Pruner {
             }
         }
         index.ads = kept
-        return (removed.map(store.assetPath), removed)
+        return (removed.map(store.asset), removed)
     }
 
     /// The eviction order, reversed: true when `a` is kept in preference to `b` (higher
@@ -130,31 +130,32 @@ final class Pruner {
     }
 
     /// Files in `assets/` that no record names (left by a crash, or by another version).
-    private func orphans(named: Set<String>, report: inout PruneReport) -> [String] {
-        FileIO.list(store.assetsDirectory).filter { !named.contains($0) }.map { name in
-            let path = store.assetPath(name)
-            report.removed.append(.init(id: nil, reason: "orphan", file: name, bytes: FileIO.size(path) ?? 0))
-            return path
+    /// Only asset names are ever deleted in `assets/` (SPEC §6).
+    private func orphans(named: Set<String>, report: inout PruneReport) -> [CacheFile] {
+        store.dir.list(.assets).filter { AssetName.isValid($0) && !named.contains($0) }.map { name in
+            let file = store.asset(name)
+            report.removed.append(.init(id: nil, reason: "orphan", file: name, bytes: file.size ?? 0))
+            return file
         }
     }
 
     /// Partial downloads no ad waits for.
-    private func stalePartials(_ index: CacheIndex, report: inout PruneReport) throws -> [String] {
+    private func stalePartials(_ index: CacheIndex, report: inout PruneReport) throws -> [CacheFile] {
         let wanted = Set(try index.ads.filter { $0.file == nil }.map { try SHA256Hasher.hex($0.url) })
-        return FileIO.list(store.partialDirectory).filter { !wanted.contains(String($0.prefix(64))) }.map { name in
-            let path = store.partialDirectory + "/" + name
-            report.removed.append(
-                .init(id: nil, reason: "partial", file: "partial/" + name, bytes: FileIO.size(path) ?? 0))
-            return path
+        return store.dir.list(.partial).filter { !wanted.contains(String($0.prefix(64))) }.map { name in
+            let file = store.partial(name)
+            report.removed.append(.init(id: nil, reason: "partial", file: "partial/" + name, bytes: file.size ?? 0))
+            return file
         }
     }
 
     /// Temporaries of index writers that died (writes happen under the index lock, held here).
-    private func temporaries(report: inout PruneReport) -> [String] {
-        FileIO.list(store.directory).filter { $0 == "index.json.tmp" || $0 == "index.json.old.tmp" }.map { name in
-            let path = store.directory + "/" + name
-            report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: FileIO.size(path) ?? 0))
-            return path
+    private func temporaries(report: inout PruneReport) -> [CacheFile] {
+        let names: Set = ["index.json.tmp", "index.json.old.tmp", "\(EventLog.fileName).tmp"]
+        return store.dir.list(.top).filter(names.contains).map { name in
+            let file = store.dir.file(name)
+            report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: file.size ?? 0))
+            return file
         }
     }
 }

@@ -301,8 +301,8 @@ final class EasyTransfer {
             writebackFrom = resumeOffset
             fd = partial.openForAppend()
             hasher = newHasher()
-            try? FileIO.forEachBlock(ofFile: partial.path) { hasher?.update($0) }
-            response.fileHead = FileIO.head(partial.path, count: 16)
+            try? partial.file.forEachBlock { hasher?.update($0) }
+            response.fileHead = partial.file.head(count: 16)
         } else {
             // Remember which version this file holds, so an interruption can resume it.
             fd = partial.openFresh(validator: resumeValidator())

@@ -249,26 +249,29 @@ extension Time {
 }
 
 extension CacheStore {
-    var eventsPath: String { directory + "/" + EventLog.fileName }
+    var eventsFile: CacheFile { dir.file(EventLog.fileName) }
+    var eventsPath: String { eventsFile.path }
 
     /// The event log; empty when there is none. One that cannot be read is set aside
     /// (`events.json.corrupt-<time>`, when `setAside`) with a warning, and an empty one
     /// begins: the journal still holds what was not folded.
     func loadEvents(warn: WarningSink, setAside: Bool) throws -> EventLog {
-        guard FileIO.exists(eventsPath) else { return EventLog() }
-        let bytes: [UInt8]
-        do {
-            bytes = try FileIO.read(eventsPath)
-        } catch let e as AdCacheError {
-            throw AdCacheError.io(e.message)
+        guard let st = eventsFile.status() else { return EventLog() }
+        var bytes: [UInt8] = []
+        if (st.st_mode & S_IFMT) == S_IFREG {   // a link is never followed: damaged
+            do {
+                bytes = try eventsFile.read()
+            } catch let e as AdCacheError {
+                throw AdCacheError.io(e.message)
+            }
         }
         do {
             return try EventLog.decode(bytes)
         } catch {
             var what = "\(EventLog.fileName) could not be read"
             if setAside {
-                let aside = "\(eventsPath).corrupt-\(Int(Date().timeIntervalSince1970))"
-                if rename(eventsPath, aside) == 0 { what += "; moved it aside to \(aside)" }
+                let aside = asideName(eventsFile)
+                if eventsFile.rename(to: aside) { what += "; moved it aside to \(aside.path)" }
             }
             warn(Diagnostic(.report, what + "; starting an empty queue"))
             return EventLog()
@@ -276,7 +279,7 @@ extension CacheStore {
     }
 
     func saveEvents(_ log: EventLog) throws {
-        try FileIO.writeAtomically(log.encode(), to: eventsPath)
+        try eventsFile.writeAtomically(log.encode())
     }
 
     /// Folds the journal into the event log and the index, then empties it — in that order,

@@ -101,16 +101,21 @@ struct JournalRecord: Equatable, Sendable {
 /// not hold yet, and `fetch`, `report`, `prune` and `clear` fold the journal into the index
 /// and the event queue, then empty it.
 struct Journal {
-    let path: String
+    let file: CacheFile
+    var path: String { file.path }
 
     /// The records, in order. A last line without its newline (a write cut short by a crash,
     /// before the show was reported) is not a record; a line that cannot be read is skipped
     /// with a warning.
     func read(warn: WarningSink, deliveries: Bool = true) throws -> [JournalRecord] {
-        guard FileIO.exists(path) else { return [] }
+        guard let st = file.status() else { return [] }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link is never followed: no journal
+            warn(Diagnostic(.index, "\(path) is not a regular file (a symbolic link?); not read"))
+            return []
+        }
         let bytes: [UInt8]
         do {
-            bytes = try FileIO.read(path)
+            bytes = try file.read()
         } catch let e as AdCacheError {
             throw AdCacheError.io(e.message)
         }
@@ -141,15 +146,15 @@ struct Journal {
     /// The caller holds the index lock. A torn last line left by a crash is cut off first, so
     /// that it never swallows this record.
     func append(_ record: JournalRecord) throws {
-        let isNew = !FileIO.exists(path)
-        let fd = FileIO.create(path, flags: O_RDWR | O_CREAT | O_APPEND)
+        let isNew = !file.exists
+        let fd = file.openForWriting(O_RDWR | O_CREAT | O_APPEND)
         guard fd >= 0 else { throw FileIO.writeError("cannot write \(path)") }
         defer { close(fd) }
         var st = stat()
         if fstat(fd, &st) == 0, st.st_size > 0 {
             var last: UInt8 = 0
             if pread(fd, &last, 1, off_t(st.st_size - 1)) == 1, last != 0x0A {
-                let whole = (try? FileIO.read(path)) ?? []
+                let whole = (try? FileIO.read(fd: fd, path: path)) ?? []
                 let keep = whole.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
                 guard ftruncate(fd, off_t(keep)) == 0 else { throw FileIO.writeError("cannot repair \(path)") }
             }
@@ -165,19 +170,20 @@ struct Journal {
             ftruncate(fd, st.st_size)
             throw FileIO.writeError("cannot write \(path)", e)
         }
-        if isNew { FileIO.syncDirectory((path as NSString).deletingLastPathComponent) }
+        if isNew { file.directory.sync(file.folder) }
     }
 
     /// Empties the journal once everything in it is folded (the caller holds the index lock).
     func truncate() throws {
-        guard FileIO.exists(path) else { return }
-        let fd = FileIO.create(path)   // O_TRUNC
+        guard file.exists else { return }
+        let fd = file.openForWriting(O_WRONLY)
         guard fd >= 0 else { throw FileIO.writeError("cannot empty \(path)") }
+        defer { close(fd) }
+        guard ftruncate(fd, 0) == 0 else { throw FileIO.writeError("cannot empty \(path)") }
         fsync(fd)
-        close(fd)
     }
 
-    var size: Int64 { FileIO.size(path) ?? 0 }
+    var size: Int64 { file.size ?? 0 }
 }
 
 extension CacheIndex {

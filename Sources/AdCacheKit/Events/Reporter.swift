@@ -39,7 +39,7 @@ final class Reporter {
     /// running on the same cache is `busy`.
     func run(_ settings: TransferSettings) throws -> ReportResult {
         guard store.exists else { return ReportResult() }
-        let lock = FileLock(path: store.directory + "/report.lock")
+        let lock = FileLock(store.dir.file("report.lock"))
         guard try lock.tryLock() else { throw AdCacheError.busy("another report is running; try again later") }
         defer { lock.unlock() }
 

@@ -110,8 +110,8 @@ final class Fetcher {
         // Every new file's data reaches the disk before the index names it.
         let downloaded = Set(
             results.values.filter { $0.outcome == .downloaded || $0.outcome == .resumed }.compactMap(\.file))
-        if let e = FileIO.syncFiles(downloaded.map(store.assetPath)) { throw e }
-        if !downloaded.isEmpty { FileIO.syncDirectory(store.assetsDirectory) }
+        if let e = FileIO.syncFiles(downloaded.map(store.asset)) { throw e }
+        if !downloaded.isEmpty { store.dir.sync(.assets) }
 
         var feedState = FeedSource(
             url: feedText, finalUrl: download.finalURL.absoluteString,
@@ -142,7 +142,7 @@ final class Fetcher {
     private func jobsPending(_ report: FetchReport) -> [String] {
         report.ads.filter { $0.outcome == .pending }.map(\.url).filter { url in
             guard let hash = try? SHA256Hasher.hex(url) else { return false }
-            return FileIO.exists(store.partialDirectory + "/\(hash).part")
+            return store.partial("\(hash).part").exists
         }
     }
 
@@ -342,8 +342,8 @@ final class Fetcher {
         for i in index.ads.indices where index.ads[i].state != .pending && !store.filePresent(index.ads[i]) {
             let r = index.ads[i]
             guard let file = r.file, AssetName.isValid(file), let digest = r.fileSha256,
-                let stamp = FileIO.stamp(store.assetPath(file)), stamp.size == r.bytes,
-                SHA256Hasher.hex(ofFile: store.assetPath(file)) == digest
+                let stamp = store.asset(file).stamp, stamp.size == r.bytes,
+                SHA256Hasher.hex(of: store.asset(file)) == digest
             else { continue }
             index.ads[i].fileMtime = stamp.mtime
         }
@@ -353,7 +353,7 @@ final class Fetcher {
             readyByURL[r.url] = readyByURL[r.url] ?? r
         }
         let t = now()
-        let assetNames = FileIO.list(store.assetsDirectory)
+        let assetNames = store.dir.list(.assets)
         var recoverable: [String: [String]] = [:]   // URL hash → file names (versions)
         for name in assetNames where AssetName.isValid(name) {
             recoverable[AssetName.urlHash(name), default: []].append(name)
@@ -408,7 +408,7 @@ final class Fetcher {
             }
             let hash = try SHA256Hasher.hex(ad.url)
             var request = TransferRequest(
-                url: ad.url, destination: .file(PartialDownload(path: store.partialDirectory + "/\(hash).part")),
+                url: ad.url, destination: .file(PartialDownload(file: store.partial("\(hash).part"))),
                 maxBytes: options.maxAssetSize)
             request.allowFile = ad.url.hasPrefix("file:")
             if let known = byID[ad.id], retrying != nil, known.failedEtag != nil || known.failedLastModified != nil {
@@ -461,9 +461,9 @@ final class Fetcher {
         let expected = ad.sha256 ?? (local ? URL(string: ad.url).flatMap { SHA256Hasher.hex(ofFile: $0.path) } : nil)
         guard let expected else { return nil }
         for name in recoverable[try SHA256Hasher.hex(ad.url)] ?? [] {
-            let path = store.assetPath(name)
-            guard let format = MediaFormat.sniff(FileIO.head(path)), ad.type == nil || ad.type == format.type,
-                let stamp = FileIO.stamp(path), SHA256Hasher.hex(ofFile: path) == expected
+            let file = store.asset(name)
+            guard let format = MediaFormat.sniff(file.head()), ad.type == nil || ad.type == format.type,
+                let stamp = file.stamp, SHA256Hasher.hex(of: file) == expected
             else { continue }
             return AssetResult(
                 outcome: .unchanged, file: name, bytes: stamp.size, fileMtime: stamp.mtime, fileSha256: expected,
@@ -564,14 +564,14 @@ final class Fetcher {
             partial.discard()
             return results.merging(all(.failedForNow("\(url): cannot name the file (libcrypto)"))) { a, _ in a }
         }
-        let target = store.assetPath(name)
+        let target = store.asset(name)
         guard partial.commit(to: target) else {
             let e = AssetResult.failedForNow(
                 "cannot move the download into \(store.assetsDirectory): \(FileIO.errnoText())")
             partial.discard()
             return results.merging(all(e)) { a, _ in a }
         }
-        let stamp = FileIO.stamp(target)
+        let stamp = target.stamp
         let lastModified = job.request.allowFile ? localStamp(url) : response.headers["last-modified"]
         var done = AssetResult(
             outcome: response.resumed ? .resumed : .downloaded, file: name, bytes: response.fileBytes,
@@ -623,7 +623,7 @@ final class Fetcher {
             let filesAfter = Set(merged.compactMap(\.file))
             return Array(filesBefore.subtracting(filesAfter))
         }
-        for name in orphans where AssetName.isValid(name) { FileIO.remove(store.assetPath(name)) }
+        for name in orphans where AssetName.isValid(name) { store.asset(name).remove() }
     }
 }
 

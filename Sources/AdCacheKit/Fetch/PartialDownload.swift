@@ -9,9 +9,10 @@
 /// lives here: resume it (`Range` + `If-Range`), keep it for the next run, discard it, or
 /// move it into `assets/` once validated.
 struct PartialDownload: Sendable, Equatable {
-    let path: String
+    let file: CacheFile
+    var path: String { file.path }
 
-    var validatorPath: String { path + ".validator" }
+    var validator: CacheFile { file.sibling(file.name + ".validator") }
 
     /// What is dropped from the end of a partial file before resuming it: after a power cut
     /// its tail may be zeros the disk never got the data for (SPEC §4).
@@ -20,34 +21,34 @@ struct PartialDownload: Sendable, Equatable {
     /// Where a resumed transfer continues and the `If-Range` validator: a file whose version
     /// is known, less its last 64 KiB (cut off here). Nil: start from the beginning.
     func resumePoint() -> (offset: Int64, validator: String)? {
-        guard let size = FileIO.size(path), size > Self.distrustedTail,
-            let validator = try? FileIO.read(validatorPath, limit: 1024), !validator.isEmpty,
-            truncate(path, off_t(size - Self.distrustedTail)) == 0
+        guard let size = file.size, size > Self.distrustedTail,
+            let version = try? validator.read(limit: 1024), !version.isEmpty,
+            file.truncate(to: size - Self.distrustedTail)
         else { return nil }
-        return (size - Self.distrustedTail, String(decoding: validator, as: UTF8.self))
+        return (size - Self.distrustedTail, String(decoding: version, as: UTF8.self))
     }
 
     /// True when an interruption leaves something the next run can resume.
-    var isResumable: Bool { FileIO.exists(validatorPath) }
+    var isResumable: Bool { validator.exists }
 
     /// Opens the file to continue it; -1 on failure (errno set).
     func openForAppend() -> Int32 {
-        open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        file.openForWriting(O_WRONLY | O_APPEND)
     }
 
     /// Starts the file over for a new body, remembering which version it will hold (`nil`:
     /// a response without a usable validator, which cannot be resumed). -1 on failure.
-    func openFresh(validator: String?) -> Int32 {
-        let fd = FileIO.create(path)
-        FileIO.remove(validatorPath)
-        if let validator { FileIO.writeSimply(Array(validator.utf8), to: validatorPath) }
+    func openFresh(validator version: String?) -> Int32 {
+        let fd = file.createFresh()
+        validator.remove()
+        if let version { validator.writeSimply(Array(version.utf8)) }
         return fd
     }
 
     /// Drops the file and its validator: the next attempt starts over.
     func discard() {
-        FileIO.remove(path)
-        FileIO.remove(validatorPath)
+        file.remove()
+        validator.remove()
     }
 
     /// After a failure: kept when it can be resumed, else discarded.
@@ -56,9 +57,9 @@ struct PartialDownload: Sendable, Equatable {
     }
 
     /// Moves the finished, validated file to `target`; false with errno set when it cannot.
-    func commit(to target: String) -> Bool {
-        guard rename(path, target) == 0 else { return false }
-        FileIO.remove(validatorPath)
+    func commit(to target: CacheFile) -> Bool {
+        guard file.rename(to: target) else { return false }
+        validator.remove()
         return true
     }
 }

@@ -62,7 +62,7 @@ extension CacheStore {
     /// does not describe: it counts as missing until the next fetch.)
     func filePresent(_ r: AdRecord) -> Bool {
         guard let file = r.file, AssetName.isValid(file), let bytes = r.bytes,
-            let s = FileIO.stamp(assetPath(file))
+            let s = asset(file).stamp
         else { return false }
         return s.size == bytes && (r.fileMtime == nil || r.fileMtime == s.mtime)
     }

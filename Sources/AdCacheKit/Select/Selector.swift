@@ -144,7 +144,7 @@ final class Selector {
     /// The ad this launch shows, with the show recorded (unless `peek`) before returning.
     /// Never touches the network.
     func decide(_ options: NextOptions, at moment: Moment) throws -> NextResult {
-        guard store.exists, FileIO.exists(store.indexPath) || FileIO.exists(store.oldIndexPath) else {
+        guard store.exists, store.indexFile.exists || store.oldIndexFile.exists else {
             return .nothingEligible
         }
         if options.peek {

@@ -31,35 +31,26 @@ enum FileIO {
         }
     }
 
-    static func exists(_ path: String) -> Bool {
-        access(path, F_OK) == 0
-    }
-
-    /// The size of a regular file, or nil.
-    static func size(_ path: String) -> Int64? {
-        var st = stat()
-        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(st.st_size)
-    }
-
-    /// A regular file's size and modification time (nanoseconds), or nil.
-    static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
-        var st = stat()
-        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        // Saturating: a file dated past 2262 (touch -d) must not overflow nanoseconds.
-        let (ns, overflow) = Int64(st.st_mtim.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
-        let mtime =
-            overflow
-            ? (st.st_mtim.tv_sec < 0 ? Int64.min : Int64.max)
-            : ns.addingReportingOverflow(Int64(st.st_mtim.tv_nsec)).partialValue
-        return (Int64(st.st_size), mtime)
+    /// Nanoseconds since the epoch, saturating: a file dated past 2262 (touch -d) must not
+    /// overflow.
+    static func nanoseconds(_ t: timespec) -> Int64 {
+        let (ns, overflow) = Int64(t.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow
+            ? (t.tv_sec < 0 ? Int64.min : Int64.max)
+            : ns.addingReportingOverflow(Int64(t.tv_nsec)).partialValue
     }
 
     /// Reads a whole file, refusing one larger than `limit` bytes.
+    /// (A file outside the cache: a local feed. Inside it, `CacheFile.read`.)
     static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
         defer { close(fd) }
+        return try read(fd: fd, path: path, limit: limit)
+    }
+
+    /// Reads what is left of an open file; `path` names it in messages.
+    static func read(fd: Int32, path: String, limit: Int64 = .max) throws -> [UInt8] {
         func tooLarge() -> AdCacheError { .io("\(path) is larger than the limit of \(limit) bytes") }
         // Straight into an array of the file's size (a 7 MB index used to be copied twice
         // over as a growing array doubled), one byte more to notice a file that grew.
@@ -86,15 +77,8 @@ enum FileIO {
         return out
     }
 
-    /// Calls `body` with each block of a file, in order.
-    static func forEachBlock(ofFile path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
-        defer { close(fd) }
-        try forEachBlock(fd: fd, path: path, body)
-    }
-
-    private static func forEachBlock(fd: Int32, path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Calls `body` with each block of an open file, in order.
+    static func forEachBlock(fd: Int32, path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
@@ -107,11 +91,8 @@ enum FileIO {
         }
     }
 
-    /// The first `count` bytes of a file (fewer if it is shorter).
-    static func head(_ path: String, count: Int = 32) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return [] }
-        defer { close(fd) }
+    /// The first `count` bytes of an open file (fewer if it is shorter).
+    static func head(fd: Int32, count: Int = 32) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
         let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
         return n > 0 ? Array(buffer[0..<n]) : []
@@ -131,50 +112,15 @@ enum FileIO {
         return nil
     }
 
-    /// Replaces `path` with `bytes` so that a crash at any instant leaves the old file or the
-    /// new one: write a temporary in the same directory, fsync it, rename it over the target,
-    /// fsync the directory. Callers serialise writes to one path (the index lock), so the
-    /// temporary has a fixed name: one that a crash leaves behind is reused, never piles up.
-    /// `beforeReplacing` runs once the temporary is durable, just before it takes the name.
-    static func writeAtomically(_ bytes: [UInt8], to path: String, beforeReplacing: () -> Void = {}) throws {
-        let dir = (path as NSString).deletingLastPathComponent
-        let temp = "\(path).tmp"
-        let fd = create(temp)
-        guard fd >= 0 else { throw writeError("cannot write \(temp)") }
-        var failure: Int32? = bytes.withUnsafeBytes { writeAll(fd, $0) }
-        if failure == nil, fsync(fd) != 0 { failure = errno }
-        if close(fd) != 0, failure == nil { failure = errno }
-        if let failure {
-            unlink(temp)
-            throw writeError("cannot write \(path)", failure)
-        }
-        beforeReplacing()
-        guard rename(temp, path) == 0 else {
-            let e = errno
-            unlink(temp)
-            throw writeError("cannot replace \(path)", e)
-        }
-        syncDirectory(dir)
-    }
-
-    /// Writes a small file with no durability promise (a hint that may be lost in a crash).
-    @discardableResult
-    static func writeSimply(_ bytes: [UInt8], to path: String) -> Bool {
-        let fd = create(path)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return bytes.withUnsafeBytes { writeAll(fd, $0) } == nil
-    }
-
     /// Makes files durable, several at once (fsyncs issued together are committed together
     /// by the file system's journal). Returns the first failure.
-    static func syncFiles(_ paths: [String]) -> AdCacheError? {
-        guard !paths.isEmpty else { return nil }
+    static func syncFiles(_ files: [CacheFile]) -> AdCacheError? {
+        guard !files.isEmpty else { return nil }
         let errors = ErrorBox()
-        DispatchQueue.concurrentPerform(iterations: min(8, paths.count)) { worker in
-            for i in stride(from: worker, to: paths.count, by: min(8, paths.count)) {
-                let fd = open(paths[i], O_RDONLY | O_CLOEXEC)
-                if fd < 0 || fsync(fd) != 0 { errors.set(writeError("cannot sync \(paths[i])")) }
+        DispatchQueue.concurrentPerform(iterations: min(8, files.count)) { worker in
+            for i in stride(from: worker, to: files.count, by: min(8, files.count)) {
+                let fd = files[i].open(O_RDONLY)
+                if fd < 0 || fsync(fd) != 0 { errors.set(writeError("cannot sync \(files[i].path)")) }
                 if fd >= 0 { close(fd) }
             }
         }
@@ -199,14 +145,6 @@ enum FileIO {
         #endif
     }()
 
-    /// fsync of a directory, so that a rename in it survives a power loss.
-    static func syncDirectory(_ dir: String) {
-        let fd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
-    }
-
     /// mkdir -p; the error names the directory and the reason.
     static func makeDirectory(_ path: String) throws {
         var isDir: ObjCBool = false
@@ -219,43 +157,9 @@ enum FileIO {
         if mkdir(path, 0o777) != 0, errno != EEXIST {
             throw AdCacheError.cacheUnwritable("cannot create directory \(path): \(errnoText())")
         }
-        if inSharedDirectory(path) { chmod(path, fileMode(path) | 0o070 | S_ISGID) }
-    }
-
-    // MARK: A cache shared through a group (SPEC §3)
-
-    /// Creates (or truncates) a file for writing: its permissions come from the umask,
-    /// except in a setgid directory — a cache shared through a group — where it is also
-    /// group-readable and group-writable whatever the umask (as git's
-    /// `core.sharedRepository = group`), so that every member can record and fetch.
-    static func create(_ path: String, flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) -> Int32 {
-        let fd = open(path, flags | O_CLOEXEC, 0o666)
-        if fd >= 0, inSharedDirectory(path) {
-            var st = stat()
-            if fstat(fd, &st) == 0, st.st_mode & 0o060 != 0o060 { fchmod(fd, (st.st_mode & 0o7777) | 0o060) }
+        var st = stat()
+        if stat(parent.isEmpty ? "." : parent, &st) == 0, st.st_mode & S_ISGID != 0, stat(path, &st) == 0 {
+            chmod(path, (st.st_mode & 0o7777) | 0o070 | S_ISGID)   // a shared cache (SPEC §3)
         }
-        return fd
-    }
-
-    /// True when `path`'s directory has the setgid bit: the sign of a shared cache (new
-    /// files there take the directory's group; subdirectories inherit the bit).
-    static func inSharedDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return stat((path as NSString).deletingLastPathComponent, &st) == 0 && st.st_mode & S_ISGID != 0
-    }
-
-    private static func fileMode(_ path: String) -> mode_t {
-        var st = stat()
-        return stat(path, &st) == 0 ? st.st_mode & 0o7777 : 0o755
-    }
-
-    @discardableResult
-    static func remove(_ path: String) -> Bool {
-        unlink(path) == 0
-    }
-
-    /// The names in a directory (not . or ..); empty when it does not exist.
-    static func list(_ dir: String) -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
     }
 }

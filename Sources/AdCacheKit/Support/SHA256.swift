@@ -97,9 +97,19 @@ final class SHA256Hasher: @unchecked Sendable {
     }
 
     /// The SHA-256 of a file's contents, read in blocks; nil when it cannot be read.
+    /// (A file outside the cache: a local feed's asset.)
     static func hex(ofFile path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
         guard let h = try? SHA256Hasher() else { return nil }
-        return (try? FileIO.forEachBlock(ofFile: path) { h.update($0) }) == nil ? nil : h.finalizeHex()
+        return (try? FileIO.forEachBlock(fd: fd, path: path) { h.update($0) }) == nil ? nil : h.finalizeHex()
+    }
+
+    /// The SHA-256 of a file of the cache; nil when it cannot be read.
+    static func hex(of file: CacheFile) -> String? {
+        guard let h = try? SHA256Hasher() else { return nil }
+        return (try? file.forEachBlock { h.update($0) }) == nil ? nil : h.finalizeHex()
     }
 }
 

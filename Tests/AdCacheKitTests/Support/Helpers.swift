@@ -9,7 +9,7 @@ struct CacheFixture {
     let store: CacheStore
 
     init(memory: Bool = false) throws {
-        dir = memory && FileIO.exists("/dev/shm") ? TempDir(under: "/dev/shm") : TempDir()
+        dir = memory && Disk.exists("/dev/shm") ? TempDir(under: "/dev/shm") : TempDir()
         store = CacheStore(directory: dir.path + "/cache")
         try store.prepare()
     }
