@@ -101,6 +101,46 @@ public enum Adcache {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
     }
 
+    /// Whether this test run may act as other users: root, with setpriv (CI runs as root).
+    public static let canSwitchUsers =
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+
+    /// A copy of the binary that every user can run: the build directory may lie where other
+    /// users cannot enter (a clone under root's 0700 home, a `mktemp -d`). Nil when it cannot
+    /// be made.
+    public static let binaryForEveryone: String? = {
+        let dir = "/tmp/adcache-tests-\(getpid())"
+        mkdir(dir, 0o755)
+        chmod(dir, 0o755)
+        let copy = dir + "/adcache"
+        try? FileManager.default.removeItem(atPath: copy)
+        guard (try? FileManager.default.copyItem(atPath: binary, toPath: copy)) != nil, chmod(copy, 0o755) == 0
+        else { return nil }
+        return copy
+    }()
+
+    /// Runs the binary as `uid` (primary group the first of `groups`, supplementary `groups`),
+    /// umask 022, through setpriv.
+    public static func runAs(_ uid: uid_t, groups: [gid_t], _ args: [String]) -> Run {
+        let ids = [
+            "--reuid=\(uid)", "--regid=\(groups.first ?? uid)",
+            groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))",
+        ]
+        guard let binary = binaryForEveryone else {
+            return Run(status: -1, stdout: "", stderr: "cannot copy the binary where other users can run it")
+        }
+        return runProgram("/usr/bin/setpriv", ids + ["/bin/sh", "-c", "umask 022; exec \"$0\" \"$@\"", binary] + args)
+    }
+
+    /// Runs any program as `uid` (as `runAs`).
+    public static func runProgramAs(_ uid: uid_t, groups: [gid_t], _ program: String, _ args: [String]) -> Run {
+        let ids = [
+            "--reuid=\(uid)", "--regid=\(groups.first ?? uid)",
+            groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))",
+        ]
+        return runProgram("/usr/bin/setpriv", ids + [program] + args)
+    }
+
     /// Runs `adcache args…` with `environment` added to a minimal one (HOME points into
     /// a scratch directory so that no real cache is touched).
     public static func run(_ args: [String], environment: [String: String] = [:], cwd: String? = nil) -> Run {
@@ -169,6 +209,11 @@ public enum Disk {
     public static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
+    }
+
+    public static func isLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK
     }
 
     /// The names in a directory (not . or ..); empty when it does not exist.
