@@ -295,7 +295,13 @@ final class FetchHarness: @unchecked Sendable {
         let file = try #require(try h.index().ads[0].file)
         var times = [timespec(tv_sec: 1_700_000_000, tv_nsec: 0), timespec(tv_sec: 1_700_000_000, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, h.store.assetPath(file), &times, 0) == 0)
-        #expect(try h.cache.list()[0].state == .missing, "until a fetch has looked")
+        // Still shown (SPEC §4 asks only for the recorded size: cp -r, tar without times).
+        #expect(try h.cache.list().first?.state == .ready)
+        if case .show(let ad) = try h.cache.next(NextOptions(peek: true)) {
+            #expect(ad.path == h.store.assetPath(file))
+        } else {
+            Issue.record("a touched file is still shown")
+        }
         let again = try h.fetch()
         #expect(again.ads[0].outcome == .unchanged)
         #expect(h.server.requests(to: "/a.jpg").filter { $0.header("If-None-Match") == nil }.count == 1)

@@ -23,10 +23,10 @@ struct DayCounts: Equatable, Sendable {
 
     mutating func count(_ event: String) {
         switch event {
-        case "impression": shows += 1
-        case "click": clicks += 1
-        case "skip": skips += 1
-        case "complete": completes += 1
+        case "impression": shows.add(1)
+        case "click": clicks.add(1)
+        case "skip": skips.add(1)
+        case "complete": completes.add(1)
         default: break
         }
     }
@@ -58,7 +58,7 @@ struct EventLog: Equatable, Sendable {
     /// Local day → ad id → counts.
     var days: [Int: [String: DayCounts]] = [:]
 
-    var pending: Int64 { queue.reduce(0) { $0 + Int64($1.pending) } }
+    var pending: Int64 { queue.reduce(0) { $0.adding(Int64($1.pending)) } }
 
     /// Takes the journal's records it does not hold yet: counts them and queues their
     /// deliveries; then applies the bounds as of `now`. True when anything changed.
@@ -91,7 +91,7 @@ struct EventLog: Equatable, Sendable {
         var changed = false
         queue.removeAll { e in
             guard e.at < oldest else { return false }
-            droppedAge += Int64(e.pending)
+            droppedAge.add(Int64(e.pending))
             changed = true
             return true
         }
@@ -99,7 +99,7 @@ struct EventLog: Equatable, Sendable {
             let excess = queue.count - bounds.maxEvents
             let order = queue.indices.sorted { (queue[$0].at, $0) < (queue[$1].at, $1) }
             let drop = Set(order.prefix(excess))
-            for i in drop { droppedOverflow += Int64(queue[i].pending) }
+            for i in drop { droppedOverflow.add(Int64(queue[i].pending)) }
             queue = queue.indices.filter { !drop.contains($0) }.map { queue[$0] }
             changed = true
         }

@@ -195,18 +195,19 @@ extension CacheIndex {
         journalSeq = seq
         showSeq = max(showSeq, seq)
         lastShown = r.at
-        guard let i = positions[r.id] else { return }   // gone from the index since
+        guard let i = positions[r.id], ads.indices.contains(i) else { return }   // gone from the index since
         ads[i].recordShow(at: r.at, day: r.day, seq: seq)
         if let key = r.rotationKey, let signature = r.rotationSignature {
-            var rotation = rotations[key]
-            if rotation?.signature != signature { rotation = Rotation(signature: signature, epoch: seq, rounds: 0) }
-            rotation!.rounds += 1
+            var rotation = rotations[key].flatMap { $0.signature == signature ? $0 : nil }
+                ?? Rotation(signature: signature, epoch: seq, rounds: 0)
+            rotation.rounds.add(1)
             rotations[key] = rotation
-            if ads[i].pickEpoch != rotation!.epoch {
-                ads[i].pickEpoch = rotation!.epoch
+            // A record without its picks (a damaged index) counts from this show on.
+            if ads[i].pickEpoch != rotation.epoch || ads[i].picks == nil {
+                ads[i].pickEpoch = rotation.epoch
                 ads[i].picks = 0
             }
-            ads[i].picks! += 1
+            ads[i].picks = (ads[i].picks ?? 0).adding(1)
         }
     }
 

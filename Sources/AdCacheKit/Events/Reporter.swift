@@ -131,8 +131,8 @@ final class Reporter {
                 }
                 if ok { delivered += delivery.count } else { dropped += delivery.count }
             }
-            log.delivered += Int64(delivered)
-            log.droppedPermanent += Int64(dropped)
+            log.delivered.add(Int64(delivered))
+            log.droppedPermanent.add(Int64(dropped))
             for i in log.queue.indices {
                 let nonce = log.queue[i].nonce
                 if let urls = trackersDone[nonce] { log.queue[i].trackers.removeAll { urls.contains($0) } }

@@ -339,7 +339,7 @@ final class Fetcher {
         // A file whose size is right but whose mtime changed (a backup restore, an rsync
         // without -t) is hashed again and kept when it matches: no download (SPEC §4).
         var index = index
-        for i in index.ads.indices where index.ads[i].state != .pending && !store.filePresent(index.ads[i]) {
+        for i in index.ads.indices where index.ads[i].state != .pending && !store.fileUnchanged(index.ads[i]) {
             let r = index.ads[i]
             guard let file = r.file, AssetName.isValid(file), let digest = r.fileSha256,
                 let stamp = store.asset(file).stamp, stamp.size == r.bytes,
@@ -349,7 +349,7 @@ final class Fetcher {
         }
         let byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var readyByURL: [String: AdRecord] = [:]
-        for r in index.ads where r.state != .pending && store.filePresent(r) {
+        for r in index.ads where r.state != .pending && store.fileUnchanged(r) {
             readyByURL[r.url] = readyByURL[r.url] ?? r
         }
         let t = now()
@@ -377,7 +377,7 @@ final class Fetcher {
                 continue
             }
             // The file we have for this URL: this ad's own, or one another ad shares.
-            let mine = byID[ad.id].flatMap { $0.url == ad.url && store.filePresent($0) ? $0 : nil }
+            let mine = byID[ad.id].flatMap { $0.url == ad.url && store.fileUnchanged($0) ? $0 : nil }
             let cached = mine ?? readyByURL[ad.url]
             if !options.revalidate, let c = cached, let fresh = c.freshUntil, t < fresh,
                 ad.sha256 == nil || ad.sha256 == c.fileSha256

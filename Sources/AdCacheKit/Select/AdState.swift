@@ -56,14 +56,22 @@ extension AdRecord {
 }
 
 extension CacheStore {
-    /// True when the record's file is in `assets/` with its recorded size and modification
-    /// time: the very file that was validated and committed. (A crash between moving a new
-    /// version of an asset into place and committing the index leaves a file this record
-    /// does not describe: it counts as missing until the next fetch.)
+    /// True when the record's file is in `assets/` with its recorded size (SPEC §4): what a
+    /// launch and `list` check. A file whose time changed (`touch`, `cp -r`, tar without
+    /// times) is still shown; `fetch` re-hashes it (`fileUnchanged`) and `verify` checks it.
     func filePresent(_ r: AdRecord) -> Bool {
-        guard let file = r.file, AssetName.isValid(file), let bytes = r.bytes,
-            let s = asset(file).stamp
-        else { return false }
+        guard let file = r.file, AssetName.isValid(file), let bytes = r.bytes, let size = asset(file).size else {
+            return false
+        }
+        return size == bytes
+    }
+
+    /// True when the record's file also has its recorded modification time: the very file
+    /// that was validated and committed, with no need to hash it again.
+    func fileUnchanged(_ r: AdRecord) -> Bool {
+        guard let file = r.file, AssetName.isValid(file), let bytes = r.bytes, let s = asset(file).stamp else {
+            return false
+        }
         return s.size == bytes && (r.fileMtime == nil || r.fileMtime == s.mtime)
     }
 }

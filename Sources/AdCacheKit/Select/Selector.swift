@@ -83,14 +83,14 @@ enum SelectionPolicy {
     static func rotate(_ index: CacheIndex, _ group: [Int], key: String) -> (Int, String) {
         let signature = digest(group.map { "\(index.ads[$0].id)\u{0}\(index.ads[$0].weight)" }.sorted())
         let rotation = index.rotations[key].flatMap { $0.signature == signature && $0.rounds < 1 << 40 ? $0 : nil }
-        let rounds = (rotation?.rounds ?? 0) + 1
-        let total = group.reduce(Int64(0)) { $0 + index.ads[$1].weight }
+        let rounds = (rotation?.rounds ?? 0).adding(1)
+        let total = group.reduce(Int64(0)) { $0.adding(index.ads[$1].weight) }
         var best = group[0]
         var bestCredit = Int64.min
         for i in group {
             let ad = index.ads[i]
             let picks = rotation != nil && ad.pickEpoch == rotation!.epoch ? ad.picks ?? 0 : 0
-            let credit = rounds * ad.weight - total * picks
+            let credit = rounds.times(ad.weight).subtracting(total.times(picks))
             if credit > bestCredit {
                 best = i
                 bestCredit = credit
@@ -125,7 +125,7 @@ extension AdRecord {
         shows = min(shows + 1, Self.counts.upperBound)
         lastShown = t
         lastShowSeq = seq
-        showsOnDay = showsOn(day: day) + 1
+        showsOnDay = showsOn(day: day).adding(1)
         showDay = max(day, showDay ?? day)
     }
 }
