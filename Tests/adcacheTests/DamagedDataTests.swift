@@ -91,4 +91,74 @@ import Testing
             Self.survives(cache, what, shows: before)
         }
     }
+
+    /// Shows per ad as the index counts them (`list --json`) and as `stats` does.
+    static func books(_ cache: String) -> (index: [String: Int], stats: [String: Int])? {
+        let list = Adcache.run(["--cache-dir", cache, "list", "--json"])
+        let stats = Adcache.run(["--cache-dir", cache, "stats", "--json"])
+        guard list.status == 0, stats.status == 0,
+            let ads = try? JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]],
+            let json = try? JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any],
+            let days = json["days"] as? [[String: Any]]
+        else { return nil }
+        var index: [String: Int] = [:]
+        for ad in ads { index[ad["id"] as? String ?? "?"] = ad["shows"] as? Int ?? -1 }
+        var counted: [String: Int] = [:]
+        for day in days { counted[day["id"] as? String ?? "?", default: 0] += day["shows"] as? Int ?? 0 }
+        return (index, counted)
+    }
+
+    /// The journal's lines, and a way to write them back.
+    static func lines(_ cache: String) throws -> [String] {
+        try String(contentsOfFile: cache + "/journal", encoding: .utf8).split(separator: "\n").map(String.init)
+    }
+
+    static func write(_ lines: [String], _ cache: String) throws {
+        try (lines.joined(separator: "\n") + "\n").write(toFile: cache + "/journal", atomically: false, encoding: .utf8)
+    }
+
+    /// A line with another value for `key` (a string or a number, as written).
+    static func with(_ line: String, _ key: String, _ value: String) -> String {
+        guard let range = line.range(of: "\"\(key)\":") else { return line }
+        let rest = line[range.upperBound...]
+        let end = rest.firstIndex(where: { $0 == "," || $0 == "}" }) ?? rest.endIndex
+        return String(line[..<range.upperBound]) + value + String(rest[end...])
+    }
+
+    /// Three one-line garblings that made the index and `stats` disagree (a seq of 2^53
+    /// froze the index's count, and `maxShows` with it; a line copied verbatim counted twice
+    /// by `stats` and queued its tracker twice; a copy of the line `events.json` folded last,
+    /// after unfolded lines, hid them from `stats`): the books agree after each, and after
+    /// the shows that follow and a fold.
+    @Test(arguments: ["seq", "copy", "folded"])
+    func aGarbledJournalLineNeverMakesTheBooksDisagree(garbling: String) throws {
+        let seed = try Seed()
+        defer { seed.dir.remove() }
+        let cache = seed.cache
+        let c = ["--cache-dir", cache]
+        var lines = try Self.lines(cache)
+        try #require(lines.count == 2)
+        switch garbling {
+        case "seq": lines[0] = Self.with(lines[0], "seq", "9007199254740992")
+        case "copy": lines.append(lines[1])
+        default:
+            // The nonce events.json names as folded last, on a line after the unfolded ones.
+            let events = try String(contentsOfFile: cache + "/events.json", encoding: .utf8)
+            let folded = try #require(
+                events.range(of: #""lastFolded":"[0-9a-f]+""#, options: .regularExpression).map {
+                    String(events[$0].dropFirst(14).dropLast())
+                })
+            lines.append(Self.with(lines[1], "nonce", "\"\(folded)\""))
+        }
+        try Self.write(lines, cache)
+        for _ in 0..<5 { #expect(Adcache.run(c + ["next"]).status == 0) }
+        let before = try #require(Self.books(cache))
+        #expect(before.index == before.stats, "\(garbling): index \(before.index), stats \(before.stats)")
+        #expect(Adcache.run(c + ["prune"]).status == 0)   // the fold
+        for _ in 0..<3 { #expect(Adcache.run(c + ["next"]).status == 0) }
+        let after = try #require(Self.books(cache))
+        #expect(after.index == after.stats, "\(garbling) after a fold: index \(after.index), stats \(after.stats)")
+        let total: Int = after.stats.values.reduce(0, +)
+        #expect(total >= 13, "\(garbling): no show of the device lost (6 + 5 + 3, one of them a copy)")
+    }
 }

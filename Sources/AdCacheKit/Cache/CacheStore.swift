@@ -96,9 +96,9 @@ final class CacheStore {
     /// survive a recovery to the previous generation). True when there were some.
     @discardableResult
     func applyJournal(_ index: inout CacheIndex, records: [JournalRecord]? = nil, warn: WarningSink) throws -> Bool {
-        let seq = index.journalSeq
+        let mark = index.journalMark
         index.apply(try records ?? journal.read(warn: warn, deliveries: false))   // the shows only
-        return index.journalSeq != seq
+        return index.journalMark != mark
     }
 
     /// Reads the index without a lock (it is only ever replaced whole, so what we read is
@@ -327,6 +327,8 @@ enum IndexCoder {
                         }
                     }
                 case "journalSeq": decoded.index.journalSeq = try s.lenient { try $0.int() } ?? 0
+                case "journalMark":
+                    decoded.index.journalMark = try s.lenient { try $0.optString() }?.flatMap(JournalMark.init(text:))
                 case "reportUrl": decoded.index.reportUrl = try s.lenient { try $0.optString() } ?? nil
                 case "ads":
                     var ids = Set<String>()
@@ -405,6 +407,7 @@ enum IndexCoder {
             w.endObject()
         }
         w.field("clockOffset", index.clockOffset)
+        w.field("journalMark", index.journalMark?.text)
         w.field("journalSeq", index.journalSeq)
         w.field("lastShown", index.lastShown)
         w.field("reportUrl", index.reportUrl)

@@ -198,6 +198,8 @@ struct CacheIndex: Equatable, Sendable {
     /// The show number of the last record of the show journal folded into this index: later
     /// records are applied when it is loaded (SPEC §6, §7).
     var journalSeq: Int64 = 0
+    /// The last record of the journal this index holds (`JournalMark.unread`).
+    var journalMark: JournalMark?
     /// The feed's top-level `reportUrl` (SPEC §8).
     var reportUrl: String?
     /// Read for `next`'s choice only: its records lack the feed's texts; never saved.

@@ -49,7 +49,7 @@ struct EventLog: Equatable, Sendable {
 
     /// The nonce of the last journal record folded in: a fold cut short before the journal
     /// was emptied never counts a record twice.
-    var lastFolded: String?
+    var lastFolded: JournalMark?
     var queue: [QueuedEvent] = []
     var delivered: Int64 = 0
     var droppedPermanent: Int64 = 0
@@ -64,9 +64,7 @@ struct EventLog: Equatable, Sendable {
     /// deliveries; then applies the bounds as of `now`. True when anything changed.
     @discardableResult
     mutating func fold(_ records: [JournalRecord], bounds: EventBounds, now: Double) -> Bool {
-        var start = 0
-        if let last = lastFolded, let i = records.lastIndex(where: { $0.nonce == last }) { start = i + 1 }
-        let fresh = records[start...]
+        let fresh = JournalMark.unread(records, after: lastFolded)
         for r in fresh {
             days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
             if !r.trackers.isEmpty || r.batch {
@@ -75,7 +73,7 @@ struct EventLog: Equatable, Sendable {
                         id: r.id, event: r.event, at: r.at, nonce: r.nonce, trackers: r.trackers, batch: r.batch))
             }
         }
-        if let last = fresh.last { lastFolded = last.nonce }
+        if let last = fresh.last { lastFolded = JournalMark(after: last) }
         let bounded = bound(bounds, now: now)
         let today = Time.localDay(now)
         let before = days.count
@@ -113,10 +111,14 @@ struct EventLog: Equatable, Sendable {
             var s = JSONScanner(buffer)
             var log = EventLog()
             var version: Int64?
+            var foldedLine: Int?
             try s.object { s, key in
                 switch key {
                 case "version": version = try s.int()
-                case "lastFolded": log.lastFolded = try s.optString()
+                case "lastFolded": log.lastFolded = try s.optString().map { JournalMark(nonce: $0, line: nil) }
+                case "lastFoldedLine":
+                    let line = try s.int()
+                    if line >= 0, line <= Int.max { foldedLine = Int(line) }
                 case "delivered": log.delivered = try s.int()
                 case "dropped":
                     try s.object { s, reason in
@@ -171,6 +173,7 @@ struct EventLog: Equatable, Sendable {
             }
             try s.finish()
             guard version == 1 else { throw s.fail("not version 1") }
+            if let foldedLine, log.lastFolded != nil { log.lastFolded?.line = foldedLine }
             return log
         }
     }
@@ -201,7 +204,8 @@ struct EventLog: Equatable, Sendable {
         w.field("overflow", droppedOverflow)
         w.field("permanent", droppedPermanent)
         w.endObject()
-        w.field("lastFolded", lastFolded)
+        w.field("lastFolded", lastFolded?.nonce)
+        w.field("lastFoldedLine", lastFolded?.line.map(Int64.init))
         w.key("queue")
         w.beginArray()
         for e in queue {

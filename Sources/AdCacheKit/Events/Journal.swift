@@ -22,6 +22,8 @@ struct JournalRecord: Equatable, Sendable {
     /// The index's show number (impressions only): orders shows, and tells which records the
     /// index already holds.
     var seq: Int64?
+    /// Its line in the journal (counting every line, damaged ones too), as read.
+    var lineNumber = 0
     /// The tracker URLs to call, macros expanded when queued (a retry sends the same URL).
     var trackers: [String] = []
     /// Also POSTed to the report URL in a batch.
@@ -106,7 +108,8 @@ struct Journal {
 
     /// The records, in order. A last line without its newline (a write cut short by a crash,
     /// before the show was reported) is not a record; a line that cannot be read is skipped
-    /// with a warning.
+    /// with a warning, and so is a second line with a nonce already read (a record is its
+    /// nonce: a line copied is neither counted nor delivered twice).
     func read(warn: WarningSink, deliveries: Bool = true) throws -> [JournalRecord] {
         guard let st = file.status() else { return [] }
         guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link is never followed: no journal
@@ -120,24 +123,32 @@ struct Journal {
             throw AdCacheError.io(e.message)
         }
         var records: [JournalRecord] = []
+        var nonces = Set<String>()
         var damaged = 0
+        var copies = 0
         bytes.withUnsafeBufferPointer { all in
             var start = 0
+            var n = 0
             while let end = all[start...].firstIndex(of: 0x0A) {
                 if end > start {
-                    if let r = JournalRecord(
+                    if var r = JournalRecord(
                         line: UnsafeBufferPointer(rebasing: all[start..<end]), deliveries: deliveries)
                     {
-                        records.append(r)
+                        r.lineNumber = n
+                        if nonces.insert(r.nonce).inserted { records.append(r) } else { copies += 1 }
                     } else {
                         damaged += 1
                     }
                 }
                 start = end + 1
+                n += 1
             }
         }
         if damaged > 0 {
             warn(Diagnostic(.index, "journal: skipped \(damaged) damaged line\(damaged == 1 ? "" : "s")"))
+        }
+        if copies > 0 {
+            warn(Diagnostic(.index, "journal: skipped \(copies) repeated line\(copies == 1 ? "" : "s") (a nonce read already)"))
         }
         return records
     }
@@ -186,14 +197,59 @@ struct Journal {
     var size: Int64 { file.size ?? 0 }
 }
 
+/// Where a reader of the journal stopped: the nonce of the last record it took, and that
+/// record's line. The index and the event queue read the journal by this one rule, so that
+/// no content of the journal can make them disagree (SPEC §6, §8).
+struct JournalMark: Equatable, Sendable {
+    var nonce: String
+    /// Nil in a mark written before lines were recorded.
+    var line: Int?
+
+    init(nonce: String, line: Int?) {
+        self.nonce = nonce
+        self.line = line
+    }
+
+    init(after record: JournalRecord) {
+        self.init(nonce: record.nonce, line: record.lineNumber)
+    }
+
+    /// The records a reader whose mark is `mark` has not taken yet. When the mark's line
+    /// still holds its record, the journal was not emptied since (a fold cut short): the
+    /// records after it. Otherwise the journal was emptied and began again: every record,
+    /// except a copy of the marked one. (`records` hold each nonce once: `Journal.read`.)
+    static func unread(_ records: [JournalRecord], after mark: JournalMark?) -> ArraySlice<JournalRecord> {
+        guard let mark else { return records[...] }
+        if let i = records.firstIndex(where: { $0.nonce == mark.nonce }) {
+            if mark.line == nil || records[i].lineNumber == mark.line { return records[(i + 1)...] }
+            return (records[..<i] + records[(i + 1)...])[...]
+        }
+        return records[...]
+    }
+
+    /// "<nonce> <line>", as the index and the queue store it.
+    var text: String { line.map { "\(nonce) \($0)" } ?? nonce }
+
+    init?(text: String) {
+        let parts = text.split(separator: " ")
+        guard (1...2).contains(parts.count), !parts[0].isEmpty else { return nil }
+        nonce = String(parts[0])
+        if parts.count == 2 {
+            guard let n = Int(parts[1]), n >= 0 else { return nil }
+            line = n
+        }
+    }
+}
+
 extension CacheIndex {
-    /// Applies a journal record the index does not hold yet (`seq` past `journalSeq`): a
-    /// show counts, rotates and dates as it did when `next` recorded it. Other events leave
-    /// the index as it is.
+    /// Applies a journal record the index does not hold yet: a show counts, rotates and
+    /// dates as it did when `next` recorded it, numbered by the index's own counter (a
+    /// line's `seq` is never trusted to stop counting). Other events leave the index as it is.
     mutating func apply(_ r: JournalRecord, positions: [String: Int]) {
-        guard r.event == "impression", let seq = r.seq, seq > journalSeq else { return }
+        guard r.event == "impression" else { return }
+        let seq = min(showSeq.adding(1), AdRecord.counts.upperBound)
         journalSeq = seq
-        showSeq = max(showSeq, seq)
+        showSeq = seq
         lastShown = r.at
         guard let i = positions[r.id], ads.indices.contains(i) else { return }   // gone from the index since
         ads[i].recordShow(at: r.at, day: r.day, seq: seq)
@@ -211,11 +267,17 @@ extension CacheIndex {
         }
     }
 
-    /// Applies the records it does not hold yet, in order.
+    /// Applies the records it does not hold yet (`JournalMark.unread`), in order. An index
+    /// written before marks were kept knows its records by show number (`journalSeq`).
     mutating func apply(_ records: [JournalRecord]) {
-        guard records.contains(where: { ($0.seq ?? 0) > journalSeq }) else { return }
+        let unread: ArraySlice<JournalRecord> =
+            journalMark != nil
+            ? JournalMark.unread(records, after: journalMark)
+            : records.filter { r in r.seq.map { $0 > journalSeq } ?? true }[...]
+        guard let last = unread.last else { return }
         var positions: [String: Int] = [:]
         for (i, ad) in ads.enumerated() { positions[ad.id] = i }
-        for r in records { apply(r, positions: positions) }
+        for r in unread { apply(r, positions: positions) }
+        journalMark = JournalMark(after: last)
     }
 }
