@@ -39,7 +39,8 @@ import Testing
             #expect(Set(Disk.list(dir.path)) == Set(files.keys), "after \(what): \(Disk.list(dir.path))")
             for (name, bytes) in files {
                 #expect(
-                    FileManager.default.contents(atPath: dir.file(name)).map(Array.init) == bytes, "after \(what): \(name) outside the cache was touched")
+                    FileManager.default.contents(atPath: dir.file(name)).map(Array.init) == bytes,
+                    "after \(what): \(name) outside the cache was touched")
             }
         }
     }
@@ -56,7 +57,9 @@ import Testing
         return Adcache.runProgramAs(member, groups: [group], "/bin/sh", ["-c", script, cache])
     }
 
-    @Test(.enabled(if: Adcache.canSwitchUsers, "planting links as a group member needs root and setpriv (CI runs as root)"))
+    @Test(
+        .enabled(
+            if: Adcache.canSwitchUsers, "planting links as a group member needs root and setpriv (CI runs as root)"))
     func linksPlantedByAGroupMemberNeverLeadRootOutside() throws {
         let dir = TempDir()
         defer { dir.remove() }
@@ -71,7 +74,9 @@ import Testing
             switch r.path {
             case "/feed.json":
                 return .text(
-                    200, #"{"ads":[{"id":"a","url":"a.jpg","maxShows":50,"tracking":{"impression":["/imp"]}}],"reportUrl":"/pop"}"#)
+                    200,
+                    #"{"ads":[{"id":"a","url":"a.jpg","maxShows":50,"tracking":{"impression":["/imp"]}}],"reportUrl":"/pop"}"#
+                )
             case "/imp", "/pop": return .text(204, "")
             default: return .file(jpeg, for: r)
             }

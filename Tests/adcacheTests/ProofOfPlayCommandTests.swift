@@ -254,7 +254,8 @@ import Testing
             // A fold cut short leaves the journal with lines some file already took.
             let journal = try store.journal.read(warn: { _ in })
             let index = try store.load(warn: { _ in })
-            if !journal.isEmpty, try store.loadEvents(warn: { _ in }, setAside: false).lastFolded?.nonce == journal.last?.nonce
+            if !journal.isEmpty,
+                try store.loadEvents(warn: { _ in }, setAside: false).lastFolded?.nonce == journal.last?.nonce
             {
                 partial += 1   // killed between the fold into events.json and emptying the journal
             }

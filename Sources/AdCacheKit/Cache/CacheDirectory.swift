@@ -16,7 +16,8 @@ import Foundation
 final class CacheDirectory: @unchecked Sendable {
     /// The folders adcache keeps files in.
     enum Folder: String, Sendable, CaseIterable {
-        case top = "", assets, partial
+        case top = ""
+        case assets, partial
     }
 
     /// The directory as given (absolute): for messages and for the paths `next` prints.
@@ -270,11 +271,12 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
             return -1
         }
         let e = errno
-        guard e == ELOOP || e == EINVAL || e == EMLINK || e == ENXIO, exists else {
+        guard [ELOOP, EINVAL, EMLINK, ENXIO, EISDIR].contains(e), exists else {
             errno = e
             return -1
         }
-        guard remove() else { return -1 }
+        // An empty directory in the way goes too (unlinkat never follows, nor empties one).
+        guard remove() || unlinkat(dirfd, name, AT_REMOVEDIR) == 0 else { return -1 }
         directory.warnOnce("\(path) was not a regular file of adcache's (\(FileIO.errnoText(e))); replaced it")
         fd = open(flags | O_CREAT | O_EXCL)
         return fd
@@ -286,7 +288,7 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
     func createFresh() -> Int32 {
         let dir = dirfd
         guard dir >= 0 else { return -1 }
-        if unlinkat(dir, name, 0) != 0, errno != ENOENT { return -1 }
+        if unlinkat(dir, name, 0) != 0, errno != ENOENT, unlinkat(dir, name, AT_REMOVEDIR) != 0 { return -1 }
         return open(O_WRONLY | O_CREAT | O_EXCL)
     }
 

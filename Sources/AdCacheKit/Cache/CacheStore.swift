@@ -143,7 +143,8 @@ final class CacheStore {
                     "index.json cannot be read (\(unreadable.reason)) nor moved aside: \(FileIO.errnoText())")
             }
             let loaded = try fallBack(unreadable.reason, movedTo: aside.path, warn: warn)
-            if loaded.recovered, !oldIndexFile.isLink { _ = oldIndexFile.link(to: indexFile) }   // the previous generation is current again
+            // The previous generation is current again.
+            if loaded.recovered, !oldIndexFile.isLink { _ = oldIndexFile.link(to: indexFile) }
             dir.sync(.top)
             return loaded
         }

@@ -148,7 +148,9 @@ struct Journal {
             warn(Diagnostic(.index, "journal: skipped \(damaged) damaged line\(damaged == 1 ? "" : "s")"))
         }
         if copies > 0 {
-            warn(Diagnostic(.index, "journal: skipped \(copies) repeated line\(copies == 1 ? "" : "s") (a nonce read already)"))
+            warn(
+                Diagnostic(
+                    .index, "journal: skipped \(copies) repeated line\(copies == 1 ? "" : "s") (a nonce read already)"))
         }
         return records
     }
@@ -254,7 +256,8 @@ extension CacheIndex {
         guard let i = positions[r.id], ads.indices.contains(i) else { return }   // gone from the index since
         ads[i].recordShow(at: r.at, day: r.day, seq: seq)
         if let key = r.rotationKey, let signature = r.rotationSignature {
-            var rotation = rotations[key].flatMap { $0.signature == signature ? $0 : nil }
+            var rotation =
+                rotations[key].flatMap { $0.signature == signature ? $0 : nil }
                 ?? Rotation(signature: signature, epoch: seq, rounds: 0)
             rotation.rounds.add(1)
             rotations[key] = rotation
