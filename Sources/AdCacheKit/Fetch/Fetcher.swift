@@ -112,6 +112,7 @@ final class Fetcher {
             results.values.filter { $0.outcome == .downloaded || $0.outcome == .resumed }.compactMap(\.file))
         if let e = FileIO.syncFiles(downloaded.map(store.asset)) { throw e }
         if !downloaded.isEmpty { store.dir.sync(.assets) }
+        CrashPoint.reach("fetch.beforeCommit")
 
         var feedState = FeedSource(
             url: feedText, finalUrl: download.finalURL.absoluteString,
@@ -623,6 +624,7 @@ final class Fetcher {
             let filesAfter = Set(merged.compactMap(\.file))
             return Array(filesBefore.subtracting(filesAfter))
         }
+        CrashPoint.reach("fetch.afterCommit")
         for name in orphans where AssetName.isValid(name) { store.asset(name).remove() }
     }
 }
