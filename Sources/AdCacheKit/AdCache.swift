@@ -137,7 +137,9 @@ public final class AdCache {
         let index = try store.load(warn: configuration.diagnostics)
         var log = try store.loadEvents(warn: configuration.diagnostics, setAside: false)
         let t = moment.resolve(index)
-        log.fold(try store.journal.read(warn: { _ in }), bounds: configuration.proofOfPlay.bounds, now: t)
+        log.fold(
+            try store.journal.read(warn: { _ in }), bounds: configuration.proofOfPlay.bounds,
+            now: moment.trusted(index))
         let first = options.since.map { Time.localDay($0.timeIntervalSince1970) } ?? Time.localDay(t) - options.days + 1
         var stats = Stats()
         for (day, ads) in log.days.sorted(by: { $0.key < $1.key }) where day >= first {
@@ -161,14 +163,14 @@ public final class AdCache {
 
     func reporter(_ pop: ProofOfPlay) -> Reporter {
         let moment = moment
-        return Reporter(store: store, proofOfPlay: pop, now: { moment.resolve($0) }, warn: configuration.diagnostics)
+        return Reporter(store: store, proofOfPlay: pop, now: { moment.trusted($0) }, warn: configuration.diagnostics)
     }
 
     /// Folds the journal into the index and the event queue (no network).
     func fold() throws {
         let moment = moment
         try store.foldJournal(
-            bounds: configuration.proofOfPlay.bounds, now: { moment.resolve($0) }, warn: configuration.diagnostics)
+            bounds: configuration.proofOfPlay.bounds, now: { moment.trusted($0) }, warn: configuration.diagnostics)
     }
 
     /// Deletes what can no longer be shown, then evicts to `options.maxSize`.
@@ -196,7 +198,7 @@ public final class AdCache {
         let pop = configuration.proofOfPlay
         let warn = configuration.diagnostics
         return try store.clear(events: events) {
-            try store.foldJournalLocked(bounds: pop.bounds, now: { moment.resolve($0) }, warn: warn)
+            try store.foldJournalLocked(bounds: pop.bounds, now: { moment.trusted($0) }, warn: warn)
         }
     }
 
@@ -571,8 +573,10 @@ public struct ReportResult: Sendable, Equatable {
     public var delivered = 0
     /// Still queued afterwards (in all, not only this run's).
     public var pending = 0
-    /// Dropped in this run for good (a permanent answer, or nowhere to send it).
+    /// Dropped in this run for good (a permanent answer).
     public var dropped = 0
+    /// Why the last delivery that stays queued failed (for `report -v`), if one did.
+    public var lastError: String?
 
     public init(delivered: Int = 0, pending: Int = 0, dropped: Int = 0) {
         self.delivered = delivered

@@ -211,13 +211,19 @@ final class CacheStore {
         guard !index.forSelection else {   // it lacks the feed's texts: never written
             throw AdCacheError.io("internal error: an index read for selection cannot be saved")
         }
-        let bytes = try IndexCoder.encode(index)
-        try indexFile.writeAtomically(bytes) {
-            // Before the new index takes the name: the current one becomes the old
-            // generation (a hard link, renamed into place so index.json.old is never torn).
-            let staging = oldIndexFile.sibling(oldIndexFile.name + ".tmp")
+        try replaceKeepingPrevious(indexFile, previous: oldIndexFile, with: try IndexCoder.encode(index))
+    }
+
+    /// Replaces `file` atomically; the generation it replaces becomes `previous` (a hard
+    /// link, renamed into place so that `previous` is never torn), as dpkg keeps
+    /// `status-old`.
+    func replaceKeepingPrevious(_ file: CacheFile, previous: CacheFile, with bytes: [UInt8]) throws {
+        try file.writeAtomically(bytes) {
+            let staging = previous.sibling(previous.name + ".tmp")
             staging.remove()
-            if indexFile.link(to: staging), !staging.rename(to: oldIndexFile) || staging.exists {
+            if file.status().map({ ($0.st_mode & S_IFMT) == S_IFREG }) == true, file.link(to: staging),
+                !staging.rename(to: previous) || staging.exists
+            {
                 staging.remove()   // rename between two links of one file does nothing
             }
         }

@@ -147,6 +147,9 @@ final class EasyTransfer {
                     adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_COPYPOSTFIELDS, raw.baseAddress),
                     "CURLOPT_COPYPOSTFIELDS")
             }
+            // A redirected POST stays a POST with its body (libcurl turns one into a GET on
+            // 301, 302 and 303 otherwise): a batch is delivered only where it arrives.
+            set(CURLOPT_POSTREDIR, 7, "CURLOPT_POSTREDIR")   // CURL_REDIR_POST_ALL
         }
         var headers = request.headers
         if let etag = request.ifNoneMatch { headers.append("If-None-Match: \(etag)") }
@@ -292,7 +295,7 @@ final class EasyTransfer {
             // The continuation: it must start where our file ends.
             let range = response.headers["content-range"] ?? ""
             guard range.lowercased().hasPrefix("bytes \(resumeOffset)-") else {
-                failure = .other("the server sent an unexpected range (\(range.isEmpty ? "none" : range))")
+                failure = .oddReply("the server sent an unexpected range (\(range.isEmpty ? "none" : range))")
                 partial.discard()
                 return false
             }
@@ -403,8 +406,11 @@ final class EasyTransfer {
         if let failure {
             response.error = failure
         } else if code != CURLE_OK {
+            var osErrno = 0
+            adc_easy_getinfo_long(api.getinfo, handle, CURLINFO_OS_ERRNO, &osErrno)
             response.error = Self.map(
-                code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes)
+                code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes,
+                osErrno: Int32(truncatingIfNeeded: osErrno))
         } else if response.status == 304 {
             response.error = nil
         } else if !(200...299).contains(response.status) {
@@ -435,7 +441,9 @@ final class EasyTransfer {
         return String(url[r.upperBound...].prefix { $0 != "/" && $0 != ":" })
     }
 
-    static func map(_ code: CURLcode, message: String, host: String, limit: Int64) -> TransferError {
+    static func map(_ code: CURLcode, message: String, host: String, limit: Int64, osErrno: Int32 = 0)
+        -> TransferError
+    {
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .couldNotResolve(host)
         case CURLE_COULDNT_CONNECT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
@@ -450,7 +458,7 @@ final class EasyTransfer {
         case CURLE_FILESIZE_EXCEEDED: return .tooLarge(limit)
         case CURLE_PARTIAL_FILE: return .truncated
         case CURLE_FILE_COULDNT_READ_FILE: return .other("cannot read the file: \(message)")
-        default: return .other(message)
+        default: return .libcurl(code: Int32(code.rawValue), osErrno: osErrno, message)
         }
     }
 }

@@ -85,6 +85,12 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case interrupted
     /// libcurl refused an option the transfer needs.
     case libcurlRefused(String)
+    /// A libcurl failure with no case of its own: its code, the OS's errno
+    /// (`CURLINFO_OS_ERRNO`, 0 when none) and its message.
+    case libcurl(code: Int32, osErrno: Int32, String)
+    /// The server answered, but not as the protocol allows (an unexpected range).
+    case oddReply(String)
+    /// A local problem before any transfer (libcurl could not start, a file unreadable).
     case other(String)
 
     var description: String {
@@ -103,18 +109,40 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case .deadline: return "abandoned at the deadline"
         case .interrupted: return "interrupted"
         case .libcurlRefused(let t): return t
+        case .libcurl(let code, let osErrno, let t):
+            return osErrno == 0 ? "\(t) (curl error \(code))" : "\(t) (curl error \(code), errno \(osErrno))"
+        case .oddReply(let t): return t
         case .other(let t): return t
         }
     }
 
-    /// Worth another try: connection failures, time-outs, 408, 429, 5xx.
-    var isTransient: Bool {
+    /// What a failure means for the delivery or the asset (SPEC §4, §5, §8).
+    enum Disposition: Sendable, Equatable {
+        /// Try again: the next run, or after a back-off within this one.
+        case transient
+        /// The server's answer refuses it for good: a 4xx other than 408 and 429, a body
+        /// over the cap, a redirect out of the web.
+        case permanent
+        /// Not the network's doing: the disk, the deadline, a signal, this libcurl.
+        case local
+    }
+
+    /// The one failure table, shared by fetch and report: only an answer refuses for good.
+    /// TLS (a device clock in 1970 sees every certificate as not yet valid), every libcurl
+    /// failure that is not an answer, redirects that never end and odd replies are transient.
+    var disposition: Disposition {
         switch self {
-        case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .truncated: return true
-        case .httpStatus(let s): return s == 408 || s == 429 || (500...599).contains(s)
-        default: return false
+        case .httpStatus(let s): return (400...499).contains(s) && s != 408 && s != 429 ? .permanent : .transient
+        case .tooLarge, .refusedScheme: return .permanent
+        case .writeFailed, .deadline, .interrupted, .libcurlRefused, .other: return .local
+        case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .tls, .truncated, .tooManyRedirects,
+            .libcurl, .oddReply:
+            return .transient
         }
     }
+
+    /// Worth another try (`disposition` is transient).
+    var isTransient: Bool { disposition == .transient }
 }
 
 /// What came back.

@@ -254,36 +254,56 @@ extension Time {
 
 extension CacheStore {
     var eventsFile: CacheFile { dir.file(EventLog.fileName) }
+    /// The previous generation of the queue, as `index.json.old` is of the index.
+    var oldEventsFile: CacheFile { dir.file(EventLog.fileName + ".old") }
     var eventsPath: String { eventsFile.path }
+    var deliveryLog: DeliveryLog { DeliveryLog(file: dir.file("events.delivered")) }
 
-    /// The event log; empty when there is none. One that cannot be read is set aside
-    /// (`events.json.corrupt-<time>`, when `setAside`) with a warning, and an empty one
+    /// The event log, with what a report recorded since it was written applied
+    /// (`events.delivered`); empty when there is none. One that cannot be read is set aside
+    /// (`events.json.corrupt-<time>`, when `setAside`) with a warning, and its previous
+    /// generation takes its place (losing at most the last change), else an empty one
     /// begins: the journal still holds what was not folded.
     func loadEvents(warn: WarningSink, setAside: Bool) throws -> EventLog {
-        guard let st = eventsFile.status() else { return EventLog() }
-        var bytes: [UInt8] = []
-        if (st.st_mode & S_IFMT) == S_IFREG {   // a link is never followed: damaged
-            do {
-                bytes = try eventsFile.read()
-            } catch let e as AdCacheError {
-                throw AdCacheError.io(e.message)
-            }
-        }
-        do {
-            return try EventLog.decode(bytes)
-        } catch {
+        var log: EventLog
+        switch try readEvents(eventsFile) {
+        case .success(let decoded): log = decoded
+        case .failure:
             var what = "\(EventLog.fileName) could not be read"
             if setAside {
                 let aside = asideName(eventsFile)
                 if eventsFile.rename(to: aside) { what += "; moved it aside to \(aside.path)" }
             }
-            warn(Diagnostic(.report, what + "; starting an empty queue"))
-            return EventLog()
+            if case .success(let old) = try readEvents(oldEventsFile) {
+                warn(Diagnostic(.report, what + "; using \(oldEventsFile.name), the previous generation"))
+                log = old
+            } else {
+                warn(Diagnostic(.report, what + "; starting an empty queue"))
+                log = EventLog()
+            }
         }
+        log.apply(deliveryLog.read())
+        return log
     }
 
+    private struct UnreadableEvents: Error {}
+
+    private func readEvents(_ file: CacheFile) throws -> Result<EventLog, UnreadableEvents> {
+        guard let st = file.status() else { return .success(EventLog()) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return .failure(UnreadableEvents()) }   // a link: damaged
+        let bytes: [UInt8]
+        do {
+            bytes = try file.read()
+        } catch let e as AdCacheError {
+            throw AdCacheError.io(e.message)
+        }
+        guard let log = try? EventLog.decode(bytes) else { return .failure(UnreadableEvents()) }
+        return .success(log)
+    }
+
+    /// Replaces events.json atomically, keeping the generation it replaces as events.json.old.
     func saveEvents(_ log: EventLog) throws {
-        try eventsFile.writeAtomically(log.encode())
+        try replaceKeepingPrevious(eventsFile, previous: oldEventsFile, with: log.encode())
     }
 
     /// Folds the journal into the event log and the index, then empties it — in that order,

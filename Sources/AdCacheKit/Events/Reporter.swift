@@ -33,6 +33,13 @@ final class Reporter {
             case .batch(let nonces): return nonces.count
             }
         }
+
+        func outcome(delivered: Bool) -> DeliveryOutcome {
+            switch self {
+            case .tracker(let nonce, let url): return DeliveryOutcome(nonces: [nonce], url: url, delivered: delivered)
+            case .batch(let nonces): return DeliveryOutcome(nonces: nonces, url: nil, delivered: delivered)
+            }
+        }
     }
 
     /// Folds the journal, delivers what is queued, and records the outcome. Another report
@@ -57,7 +64,6 @@ final class Reporter {
             }
         }
         var result = ReportResult()
-        var droppedBatch = Set<String>()
         let batched = log.queue.filter(\.batch)
         if let reportUrl {
             var start = 0
@@ -71,79 +77,58 @@ final class Reporter {
                 requests.append(request)
             }
         } else if !batched.isEmpty {
-            // Queued for a report URL that is no longer configured nor in the feed.
-            droppedBatch = Set(batched.map(\.nonce))
+            // Queued for a report URL that is not configured nor in the feed now (a feed that
+            // briefly omits it): they wait for one, counted as pending, never dropped.
             warn(
                 Diagnostic(
-                    .report, "no report URL is configured or in the feed; dropping \(batched.count) batched events"))
+                    .report,
+                    "no report URL is configured or in the feed; \(batched.count) batched events stay queued"))
         }
 
-        // What became of each delivery is recorded as the run goes (every second, or less
-        // often when a long queue makes a record slow) and at the end, so a run killed
-        // part-way re-sends, next time, only what it had not recorded yet.
-        var done: [(Delivery, Bool)] = []
-        var lastRecord = monotonicNow()
-        var recordEvery = 1.0   // grows with the time a record takes (a long queue)
-        var recordError: Error?
+        // What became of each delivery is appended to events.delivered as it finishes (one
+        // write, no rewrite of the queue), so a run killed at any moment re-sends, next time,
+        // only what was in flight; the last step writes the queue with it applied.
+        let progress = store.deliveryLog.openForAppending()
+        defer { if progress >= 0 { close(progress) } }
+        var done: [DeliveryOutcome] = []
         TransferEngine(settings: settings).run(requests) { i, response in
             CrashPoint.reach("report.afterAnswer")
+            let outcome: Bool
             if let error = response.error {
-                if case .httpStatus(let status) = error, (300...399).contains(status) {
-                    done.append((deliveries[i], true))   // any 2xx or 3xx final answer delivers
-                } else if !error.isTransient && error != .deadline && error != .interrupted {
+                if case .httpStatus(let status) = error, (300...399).contains(status),
+                    case .tracker = deliveries[i]
+                {
+                    outcome = true   // a tracker's 2xx or 3xx final answer delivers
+                } else if error.disposition == .permanent {   // a batch: only a 2xx delivers it
                     warn(Diagnostic(.report, "dropping \(describe(deliveries[i])): \(error)"))
-                    done.append((deliveries[i], false))
+                    outcome = false
+                } else {
+                    result.lastError = "\(describe(deliveries[i])): \(error)"
+                    return   // stays queued
                 }
             } else {
-                done.append((deliveries[i], true))
+                outcome = true
             }
-            if monotonicNow() - lastRecord >= recordEvery, !done.isEmpty, recordError == nil {
-                let started = monotonicNow()
-                do {
-                    try record(done, droppedBatch: [], into: &result)
-                    done.removeAll()
-                    CrashPoint.reach("report.afterRecord")
-                } catch {
-                    recordError = error
-                }
-                lastRecord = monotonicNow()
-                recordEvery = max(1, 10 * (lastRecord - started))
-            }
+            let o = deliveries[i].outcome(delivered: outcome)
+            done.append(o)
+            if outcome { result.delivered += deliveries[i].count } else { result.dropped += deliveries[i].count }
+            DeliveryLog.append(o, to: progress)
+            CrashPoint.reach("report.afterLogged")
         }
-        if let recordError { throw recordError }
-        result.pending = try record(done, droppedBatch: droppedBatch, into: &result)
+        result.pending = try record(done)
         return result
     }
 
     /// Takes finished deliveries out of the queue as it is now (a fetch or prune may have
-    /// folded more events in meanwhile) and counts them; returns the deliveries left.
-    @discardableResult
-    private func record(_ done: [(Delivery, Bool)], droppedBatch: Set<String>, into result: inout ReportResult)
-        throws -> Int
-    {
+    /// folded more events in meanwhile), writes it, and empties events.delivered; returns
+    /// the deliveries left.
+    private func record(_ done: [DeliveryOutcome]) throws -> Int {
         try store.withIndexLock {
-            var log = try store.loadEvents(warn: warn, setAside: true)
-            var trackersDone: [String: Set<String>] = [:]
-            var batchDone = droppedBatch
-            var delivered = 0, dropped = droppedBatch.count
-            for (delivery, ok) in done {
-                switch delivery {
-                case .tracker(let nonce, let url): trackersDone[nonce, default: []].insert(url)
-                case .batch(let nonces): batchDone.formUnion(nonces)
-                }
-                if ok { delivered += delivery.count } else { dropped += delivery.count }
-            }
-            log.delivered.add(Int64(delivered))
-            log.droppedPermanent.add(Int64(dropped))
-            for i in log.queue.indices {
-                let nonce = log.queue[i].nonce
-                if let urls = trackersDone[nonce] { log.queue[i].trackers.removeAll { urls.contains($0) } }
-                if batchDone.contains(nonce) { log.queue[i].batch = false }
-            }
-            log.queue.removeAll { $0.pending == 0 }
+            var log = try store.loadEvents(warn: warn, setAside: true)   // events.delivered applied
+            log.apply(done)   // what could not be appended (idempotent for the rest)
             try store.saveEvents(log)
-            result.delivered += delivered
-            result.dropped += dropped
+            CrashPoint.reach("report.afterSave")
+            store.deliveryLog.file.remove()
             return Int(log.pending)
         }
     }

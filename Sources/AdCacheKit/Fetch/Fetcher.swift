@@ -509,7 +509,7 @@ final class Fetcher {
                 r.ioError = FileIO.writeError("cannot write \(partial.path)", code)
                 return all(r)
             }
-            if error.isTransient {
+            if error.disposition != .permanent {   // the one failure table (Transfer.swift)
                 partial.keepIfResumable()
                 return all(.failedForNow("\(url): \(error)"))
             }

@@ -14,6 +14,15 @@ enum Moment: Sendable {
         case .given(let t): return t
         }
     }
+
+    /// The real time, corrected, even under `--at`: what bounds real data (the queue's age
+    /// and overflow, the 90 days of counts). A preview of another date never drops them.
+    func trusted(_ index: CacheIndex) -> Double {
+        switch self {
+        case .device: return resolve(index)
+        case .given: return Date().timeIntervalSince1970 + (index.clockOffset ?? 0)
+        }
+    }
 }
 
 /// `adcache next`: which cached asset this launch shows, and the record of the show.
@@ -180,7 +189,7 @@ final class Selector {
                 record.rotationSignature = choice.rotation?.signature
                 try store.journal.append(record)
                 index.apply(record, positions: [ad.id: choice.position])
-                foldIfLong(at: t)
+                foldIfLong(at: moment)
                 return .show(shown(index.ads[choice.position]))
             }
         } catch let e as AdCacheError {
@@ -201,10 +210,10 @@ final class Selector {
     /// A device that never runs fetch, report or prune would grow the journal, and the cost
     /// of every launch with it: past `store.journalFoldSize` this launch folds it (the show is
     /// already recorded; a fold that fails is a warning).
-    private func foldIfLong(at t: Double) {
+    private func foldIfLong(at moment: Moment) {
         guard store.journal.size > store.journalFoldSize else { return }
         do {
-            try store.foldJournalLocked(bounds: proofOfPlay.bounds, now: { _ in t }, warn: warn)
+            try store.foldJournalLocked(bounds: proofOfPlay.bounds, now: { moment.trusted($0) }, warn: warn)
         } catch let e as AdCacheError {
             warn(Diagnostic(.cache, "the journal could not be folded: \(e.message)"))
         } catch {

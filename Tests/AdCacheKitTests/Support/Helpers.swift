@@ -80,3 +80,12 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 }
+
+extension ReportResult {
+    /// The figures alone, without the last error's text.
+    var counts: ReportResult {
+        var r = self
+        r.lastError = nil
+        return r
+    }
+}

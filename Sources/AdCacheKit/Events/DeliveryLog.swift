@@ -1,0 +1,123 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What became of one delivery: a tracker URL of one event, or the places of events in a
+/// batch report (`url` nil).
+struct DeliveryOutcome: Equatable, Sendable {
+    var nonces: [String]
+    var url: String?
+    /// Delivered; false: refused for good (dropped, counted).
+    var delivered: Bool
+
+    func line() -> [UInt8] {
+        var w = JSONWriter(indent: nil, capacity: 128)
+        w.beginObject()
+        w.field("n", nonces)
+        w.key("ok")
+        w.bool(delivered)
+        w.field("u", url)
+        w.endObject()
+        w.out.append(0x0A)
+        return w.out
+    }
+
+    init(nonces: [String], url: String?, delivered: Bool) {
+        self.nonces = nonces
+        self.url = url
+        self.delivered = delivered
+    }
+
+    /// Nil for a line that is not a whole outcome (torn by a power loss, garbled).
+    init?(line: UnsafeBufferPointer<UInt8>) {
+        var s = JSONScanner(line)
+        var nonces: [String]?
+        var url: String?
+        var ok: Bool?
+        do {
+            try s.object { s, key in
+                switch key {
+                case "n": nonces = try s.strings()
+                case "u": url = try s.string()
+                case "ok": ok = try s.bool()
+                default: try s.skip()
+                }
+            }
+            try s.finish()
+        } catch {
+            return nil
+        }
+        guard let nonces, !nonces.isEmpty, let ok else { return nil }
+        self.init(nonces: nonces, url: url, delivered: ok)
+    }
+}
+
+/// `events.delivered`: a running `report` appends one line per finished delivery as it
+/// finishes — one write(2), no rewrite of the queue — so a report killed at any moment
+/// re-sends, next time, only the deliveries that were in flight. Every reader of the queue
+/// applies these lines (`EventLog.apply`, which is idempotent); the report's last step
+/// writes the queue with them applied and then removes the file (SPEC §8).
+struct DeliveryLog {
+    let file: CacheFile
+
+    /// Opens the file to append to; -1 when it cannot (the run then records at its end only).
+    func openForAppending() -> Int32 {
+        file.openForWriting(O_WRONLY | O_CREAT | O_APPEND)
+    }
+
+    /// Appends an outcome; false when the write failed.
+    @discardableResult
+    static func append(_ outcome: DeliveryOutcome, to fd: Int32) -> Bool {
+        guard fd >= 0 else { return false }
+        return outcome.line().withUnsafeBytes { FileIO.writeAll(fd, $0) } == nil
+    }
+
+    /// The outcomes recorded, in order; a damaged line is skipped.
+    func read() -> [DeliveryOutcome] {
+        guard let st = file.status(), (st.st_mode & S_IFMT) == S_IFREG, let bytes = try? file.read() else { return [] }
+        var out: [DeliveryOutcome] = []
+        bytes.withUnsafeBufferPointer { all in
+            var start = 0
+            while let end = all[start...].firstIndex(of: 0x0A) {
+                if end > start, let o = DeliveryOutcome(line: UnsafeBufferPointer(rebasing: all[start..<end])) {
+                    out.append(o)
+                }
+                start = end + 1
+            }
+        }
+        return out
+    }
+}
+
+extension EventLog {
+    /// Takes delivered (or dropped) deliveries out of the queue and counts them. Applying an
+    /// outcome twice changes nothing the second time. Returns the deliveries it took.
+    @discardableResult
+    mutating func apply(_ outcomes: [DeliveryOutcome]) -> (delivered: Int, dropped: Int) {
+        guard !outcomes.isEmpty else { return (0, 0) }
+        var position: [String: Int] = [:]
+        for (i, e) in queue.enumerated() where position[e.nonce] == nil { position[e.nonce] = i }
+        var delivered = 0, dropped = 0
+        for o in outcomes {
+            for nonce in o.nonces {
+                guard let i = position[nonce] else { continue }
+                var taken = 0
+                if let url = o.url {
+                    let before = queue[i].trackers.count
+                    queue[i].trackers.removeAll { $0 == url }
+                    taken = before - queue[i].trackers.count > 0 ? 1 : 0
+                } else if queue[i].batch {
+                    queue[i].batch = false
+                    taken = 1
+                }
+                if o.delivered { delivered += taken } else { dropped += taken }
+            }
+        }
+        self.delivered.add(Int64(delivered))
+        droppedPermanent.add(Int64(dropped))
+        queue.removeAll { $0.pending == 0 }
+        return (delivered, dropped)
+    }
+}
