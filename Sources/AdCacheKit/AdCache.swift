@@ -174,9 +174,21 @@ public final class AdCache {
     }
 
     /// Deletes what can no longer be shown, then evicts to `options.maxSize`.
+    /// On a full disk, what needs no write goes first and a fold that cannot be written
+    /// waits (with a warning): a prune is never a reason to free nothing.
     public func prune(_ options: PruneOptions = PruneOptions()) throws -> PruneReport {
-        if store.exists, !options.dryRun { try fold() }
-        return try Pruner(store: store, warn: configuration.diagnostics).run(options, at: moment)
+        var postponed = false
+        if store.exists, !options.dryRun {
+            do {
+                try fold()
+            } catch AdCacheError.io(let why) {
+                configuration.diagnostics(Diagnostic(.report, "the journal was not folded (\(why)); it waits"))
+                postponed = true
+            }
+        }
+        let report = try Pruner(store: store, warn: configuration.diagnostics).run(options, at: moment)
+        if postponed, report.bytesFreed > 0 { try? fold() }   // now that there is room
+        return report
     }
 
     /// Every ad the cache knows, with its state now.

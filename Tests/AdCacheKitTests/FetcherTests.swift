@@ -147,7 +147,16 @@ final class FetchHarness: @unchecked Sendable {
         let report = try h.fetch()
         #expect(report.ads[0].outcome == .downloaded)
         #expect(try h.cachedBytes("a") == Media.jpeg(4000, seed: 9))
-        #expect(Disk.list(h.store.assetsDirectory).count == 1)
+        // The superseded version stays (a launch may have printed it, SPEC §6) until a prune
+        // past the grace of ten minutes.
+        let files = Disk.list(h.store.assetsDirectory)
+        #expect(files.count == 2)
+        _ = try h.cache.prune()
+        #expect(Disk.list(h.store.assetsDirectory).count == 2, "within the grace")
+        let current = try #require(try h.index().ads[0].file)
+        for name in files where name != current { PrunerTests.age(h.store.assetPath(name), by: 601) }
+        _ = try h.cache.prune()
+        #expect(Disk.list(h.store.assetsDirectory) == [current])
     }
 
     @Test func showsFollowTheIDAndTheFeedIsAuthoritative() throws {
@@ -167,8 +176,8 @@ final class FetchHarness: @unchecked Sendable {
         #expect(a.shows == 1 && a.url == h.server.url("/a2.jpg") && a.state == .ready)
         #expect(index.ads.first { $0.id == "b" }?.state == .withdrawn)
         for _ in 0..<3 { #expect(try h.cache.shown(o)?.id == "a") }
-        // The old file of a is gone; b's stays until prune.
-        #expect(Disk.list(h.store.assetsDirectory).count == 2)
+        // The old file of a stays for the grace (dated now), and b's until prune.
+        #expect(Disk.list(h.store.assetsDirectory).count == 3)
     }
 
     @Test func failedFeedChangesNothing() throws {

@@ -4,8 +4,19 @@ import Testing
 
 @testable import AdCacheKit
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @Suite struct PrunerTests {
     let now = 1_803_859_200.0
+
+    /// Dates a file `seconds` in the past.
+    static func age(_ path: String, by seconds: Int) {
+        let t = timespec(tv_sec: Int(Date().timeIntervalSince1970) - seconds, tv_nsec: 0)
+        var times = [t, t]
+        utimensat(AT_FDCWD, path, &times, 0)
+    }
 
     func prune(_ f: CacheFixture, maxSize: Int64? = nil, dryRun: Bool = false) throws -> PruneReport {
         try f.cache(at: now).prune(PruneOptions(maxSize: maxSize, dryRun: dryRun))
@@ -22,6 +33,10 @@ import Testing
         try f.save([expired, withdrawn, exhausted, keep])
         let orphan = String(repeating: "a", count: 64) + "-1.png"
         FileManager.default.createFile(atPath: f.store.assetPath(orphan), contents: Data(Media.png(50)))
+        Self.age(f.store.assetPath(orphan), by: 3600)
+        // One superseded within the last ten minutes stays: a launch may have printed it.
+        let recent = String(repeating: "c", count: 64) + "-2.png"
+        FileManager.default.createFile(atPath: f.store.assetPath(recent), contents: Data(Media.png(50)))
         // Not an asset's name: never deleted from assets/ (SPEC §6), whatever it is.
         FileManager.default.createFile(atPath: f.store.assetPath("notes.txt"), contents: Data([1]))
         FileManager.default.createFile(
@@ -33,7 +48,7 @@ import Testing
         let ids = try f.index().ads.map(\.id)
         #expect(ids == ["exhausted", "keep"])
         #expect(try f.index().ads[0].file == nil && f.index().ads[0].shows == 2)
-        #expect(Set(Disk.list(f.store.assetsDirectory)) == [keep.file!, "notes.txt"])
+        #expect(Set(Disk.list(f.store.assetsDirectory)) == [keep.file!, "notes.txt", recent])
         #expect(Disk.list(f.store.partialDirectory).isEmpty)
     }
 
@@ -84,6 +99,7 @@ import Testing
         defer { f.remove() }
         let top = f.ready("top", priority: 10)
         var low = f.ready("low", priority: 1)
+        Disk.remove(f.store.assetPath(low.file!))
         low.url = top.url
         low.file = top.file
         let mid = f.ready("mid", priority: 5)

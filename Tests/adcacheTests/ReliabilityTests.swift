@@ -537,7 +537,15 @@ import Testing
         #expect(prune.status == 0, "\(prune.stderr)")
         #expect(Disk.exists(victim))
         #expect(try String(contentsOfFile: victim, encoding: .utf8).hasPrefix("root:"))
-        // The asset files are orphans now, and go; a fetch gets the ads back.
+        // The asset files are orphans now: they stay for the grace a printed path has (ten
+        // minutes), then go; a fetch gets the ads back.
+        #expect(Disk.list(cache + "/assets").count == 3)
+        let old = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 3600, tv_nsec: 0)
+        for name in Disk.list(cache + "/assets") {
+            var times = [old, old]
+            utimensat(AT_FDCWD, cache + "/assets/" + name, &times, 0)
+        }
+        #expect(Adcache.run(["--cache-dir", cache, "prune"]).status == 0)
         #expect(Disk.list(cache + "/assets").isEmpty)
         #expect(
             Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).stdout

@@ -341,6 +341,13 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
         return from >= 0 && to >= 0 && linkat(from, name, to, target.name, 0) == 0
     }
 
+    /// Sets the modification time to now (the entry itself, never what a link points to).
+    @discardableResult
+    func touch() -> Bool {
+        let fd = dirfd
+        return fd >= 0 && utimensat(fd, name, nil, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
     /// Cuts a regular file to `length` (a partial download's distrusted tail).
     func truncate(to length: Int64) -> Bool {
         let fd = openForWriting(O_WRONLY)

@@ -32,18 +32,24 @@ final class Pruner {
             var index = loaded.index
             let t = moment.resolve(index)
             let plan = try plan(&index, at: t, options: options, report: &report)
-            var doomed = plan.files
+            // What no record of either index names goes first, before the commit: it needs no
+            // write, so a full disk frees that much whatever else fails.
+            var unnamed: [CacheFile] = []
             if sweep && indexExisted && !loaded.recovered {
-                doomed += orphans(named: Set(index.ads.compactMap(\.file)).union(plan.names), report: &report)
+                unnamed += orphans(named: Set(index.ads.compactMap(\.file)).union(plan.names), report: &report)
             }
-            if sweep { doomed += try stalePartials(index, report: &report) }
-            doomed += temporaries(report: &report)
-            if !options.dryRun && index != loaded.index { try store.save(index) }
+            if sweep { unnamed += try stalePartials(index, report: &report) }
+            unnamed += temporaries(report: &report)
+            if !options.dryRun {
+                for file in unnamed { file.remove() }
+                if !unnamed.isEmpty { store.dir.sync(.assets) }
+                if index != loaded.index { try store.save(index) }
+            }
             CrashPoint.reach("prune.afterSave")
-            return doomed
+            return plan.files + unnamed
         }
         if !options.dryRun {
-            for file in doomed {
+            for file in doomed where file.exists {
                 file.remove()
                 CrashPoint.reach("prune.afterDelete")
             }
@@ -134,10 +140,17 @@ final class Pruner {
     }
 
     /// Files in `assets/` that no record names (left by a crash, or by another version).
-    /// Only asset names are ever deleted in `assets/` (SPEC §6).
+    /// How long a file no record names stays: a launch may have printed it just before the
+    /// commit that superseded it (SPEC §6: at least 10 minutes).
+    static let supersededGrace: Double = 600
+
+    /// Only asset names are ever deleted in `assets/` (SPEC §6), and none dated within the
+    /// grace (on the real clock either way: a clock set back never keeps a file for good).
     private func orphans(named: Set<String>, report: inout PruneReport) -> [CacheFile] {
-        store.dir.list(.assets).filter { AssetName.isValid($0) && !named.contains($0) }.map { name in
+        let now = Date().timeIntervalSince1970
+        return store.dir.list(.assets).filter { AssetName.isValid($0) && !named.contains($0) }.compactMap { name in
             let file = store.asset(name)
+            if let stamp = file.stamp, abs(now - Double(stamp.mtime) / 1e9) < Self.supersededGrace { return nil }
             report.removed.append(.init(id: nil, reason: "orphan", file: name, bytes: file.size ?? 0))
             return file
         }

@@ -135,6 +135,10 @@ final class EasyTransfer {
         // own --limit-rate with its 100 KiB buffer), so a limited run keeps the default.
         if case .file = request.destination, s.maxReceiveSpeed == nil {
             set(CURLOPT_BUFFERSIZE, Self.chunkSize, "CURLOPT_BUFFERSIZE")
+        } else if let rate = s.maxReceiveSpeed {
+            // Under --limit-rate libcurl 7.88 reads a whole buffer before it pauses, and so
+            // overshoots the rate by about a buffer per check: a small one keeps it close.
+            set(CURLOPT_BUFFERSIZE, Int(min(16_384, max(1_024, rate / 256))), "CURLOPT_BUFFERSIZE")
         }
 
         if let body = request.postBody {
@@ -457,7 +461,7 @@ final class EasyTransfer {
         case CURLE_UNSUPPORTED_PROTOCOL: return .refusedScheme(message)
         case CURLE_FILESIZE_EXCEEDED: return .tooLarge(limit)
         case CURLE_PARTIAL_FILE: return .truncated
-        case CURLE_FILE_COULDNT_READ_FILE: return .other("cannot read the file: \(message)")
+        case CURLE_FILE_COULDNT_READ_FILE: return .fileNotFound(message)
         default: return .libcurl(code: Int32(code.rawValue), osErrno: osErrno, message)
         }
     }

@@ -90,7 +90,9 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case libcurl(code: Int32, osErrno: Int32, String)
     /// The server answered, but not as the protocol allows (an unexpected range).
     case oddReply(String)
-    /// A local problem before any transfer (libcurl could not start, a file unreadable).
+    /// A local feed's asset that is not there (as a 404 is).
+    case fileNotFound(String)
+    /// A local problem before any transfer (libcurl could not start).
     case other(String)
 
     var description: String {
@@ -112,6 +114,7 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case .libcurl(let code, let osErrno, let t):
             return osErrno == 0 ? "\(t) (curl error \(code))" : "\(t) (curl error \(code), errno \(osErrno))"
         case .oddReply(let t): return t
+        case .fileNotFound(let t): return "cannot read the file: \(t)"
         case .other(let t): return t
         }
     }
@@ -133,7 +136,7 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     var disposition: Disposition {
         switch self {
         case .httpStatus(let s): return (400...499).contains(s) && s != 408 && s != 429 ? .permanent : .transient
-        case .tooLarge, .refusedScheme: return .permanent
+        case .tooLarge, .refusedScheme, .fileNotFound: return .permanent
         case .writeFailed, .deadline, .interrupted, .libcurlRefused, .other: return .local
         case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .tls, .truncated, .tooManyRedirects,
             .libcurl, .oddReply:

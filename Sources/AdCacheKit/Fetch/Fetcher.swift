@@ -429,7 +429,10 @@ final class Fetcher {
 
         var settings = options.transfer
         if let rate = options.limitRate {   // shared by the transfers that run at once
-            settings.maxReceiveSpeed = max(1, rate / Int64(max(1, min(options.parallel, jobs.count))))
+            let share = max(1, rate / Int64(max(1, min(options.parallel, jobs.count))))
+            settings.maxReceiveSpeed = share
+            // A share under the stall rule's 1 KiB/s is slow by request, not stalled.
+            settings.stallBytesPerSecond = Int(min(Int64(settings.stallBytesPerSecond), max(1, share / 2)))
         }
         let engine = TransferEngine(settings: settings)
         engine.onProgress = onProgress
@@ -625,7 +628,9 @@ final class Fetcher {
             return Array(filesBefore.subtracting(filesAfter))
         }
         CrashPoint.reach("fetch.afterCommit")
-        for name in orphans where AssetName.isValid(name) { store.asset(name).remove() }
+        // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
+        // for `prune` to delete once the grace has passed.
+        for name in orphans where AssetName.isValid(name) { store.asset(name).touch() }
     }
 }
 

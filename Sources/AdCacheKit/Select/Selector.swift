@@ -201,6 +201,13 @@ final class Selector {
                 var peek = options
                 peek.peek = true
                 return try decide(peek, at: moment)
+            case .busy:
+                // Nor for a lock another command holds past its second: the choice from the
+                // index as it is on disk (never torn: it is only replaced whole).
+                warn(Diagnostic(.cache, "show not recorded: cache busy (index.lock is held)"))
+                var peek = options
+                peek.peek = true
+                return try decide(peek, at: moment)
             default:
                 throw e
             }
