@@ -1,0 +1,223 @@
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// SPEC §8: every event reaches the server, never lost, never invented — through TLS
+/// failures, redirected reports, previews of other dates, a busy lock and killed runs.
+@Suite(.serialized) struct BillingTests {
+    /// A cache fed from a loopback server whose ad has an impression tracker and whose feed
+    /// names a report URL (both on `tracker` / `report`, relative to that server unless
+    /// absolute).
+    final class Rig: @unchecked Sendable {
+        let dir = TempDir()
+        let server: LoopbackServer
+        var cache: String { dir.path + "/cache" }
+        let answer: Answer
+
+        final class Answer: @unchecked Sendable {
+            private let lock = NSLock()
+            private var handler: @Sendable (LoopbackServer.Request) -> LoopbackServer.Response? = { _ in nil }
+            var delay: Double = 0
+            /// The server's base URL (trackers and report URLs must be absolute).
+            var base = ""
+            func set(_ h: @escaping @Sendable (LoopbackServer.Request) -> LoopbackServer.Response?) {
+                lock.lock(); handler = h; lock.unlock()
+            }
+            func callAsFunction(_ r: LoopbackServer.Request) -> LoopbackServer.Response? {
+                lock.lock(); let h = handler; lock.unlock()
+                return h(r)
+            }
+        }
+
+        init(tracker: String = "/imp?ad=[ADID]&cb=[CACHEBUSTING]", report: String = "/report", trackers: Int = 1)
+            throws
+        {
+            let answer = Answer()
+            self.answer = answer
+            server = try LoopbackServer { r in
+                if let custom = answer(r) { return custom }
+                switch r.path {
+                case "/feed.json":
+                    let list = (0..<trackers).map { "\"\(answer.base)\(tracker)&t=\($0)\"" }.joined(separator: ",")
+                    return .text(
+                        200,
+                        #"{"ads":[{"id":"a","url":"a.jpg","tracking":{"impression":[\#(list)]}}],"reportUrl":"\#(answer.base)\#(report)"}"#
+                    )
+                case "/a.jpg": return .file(Media.jpeg(4000), for: r)
+                default:
+                    if answer.delay > 0 { usleep(useconds_t(answer.delay * 1e6)) }
+                    return .text(204, "")
+                }
+            }
+            answer.base = server.url("")
+            let fetch = run(["fetch", "--no-report", server.url("/feed.json")])
+            try #require(fetch.status == 0, "\(fetch.stderr)")
+        }
+
+        func run(_ args: [String], environment: [String: String] = [:]) -> Run {
+            Adcache.run(["--cache-dir", cache] + args, environment: environment)
+        }
+
+        func stats() throws -> [String: Any] {
+            let r = run(["stats", "--json"])
+            return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        }
+
+        func pending() throws -> Int { try ((stats()["queue"] as? [String: Any])?["pending"] as? Int) ?? -1 }
+        func shows() throws -> Int {
+            try (stats()["days"] as? [[String: Any]] ?? []).reduce(0) { $0 + (($1["shows"] as? Int) ?? 0) }
+        }
+
+        func remove() {
+            server.stop()
+            dir.remove()
+        }
+    }
+
+    /// A redirected batch stays a POST with its body to the final URL, whatever the code;
+    /// only then does the queue empty.
+    @Test(arguments: [301, 302, 303, 307, 308])
+    func aRedirectedBatchArrivesAsAPost(status: Int) throws {
+        let rig = try Rig(tracker: "/imp?x=1", report: "/report")
+        defer { rig.remove() }
+        rig.answer.set { r in
+            switch r.path {
+            case "/report": return .redirect("/report2", status: status)
+            case "/report2": return .text(r.method == "POST" && !r.body.isEmpty ? 200 : 405, "")
+            default: return nil
+            }
+        }
+        #expect(rig.run(["next"]).status == 0)
+        let report = rig.run(["report"])
+        #expect(report.status == 0, "\(status): \(report.stderr)")
+        let arrived = rig.server.requests(to: "/report2")
+        #expect(arrived.count == 1 && arrived.first?.method == "POST", "\(status): \(arrived.map(\.method))")
+        let body = String(decoding: arrived.first?.body ?? [], as: UTF8.self)
+        #expect(body.contains("\"impression\""), "\(body)")
+        #expect(try rig.pending() == 0)
+    }
+
+    /// A batch whose final answer is not a 2xx (a redirect to an error, a redirect loop)
+    /// stays queued; a tracker's 3xx still delivers it.
+    @Test func aBatchIsDeliveredOnlyByA2xx() throws {
+        let rig = try Rig(tracker: "/imp?x=1", report: "/report")
+        defer { rig.remove() }
+        rig.answer.set { r in
+            if r.path.hasPrefix("/imp?") { return .redirect("/pixel", status: 302) }
+            switch r.path {
+            case "/report": return .redirect("/report2", status: 302)
+            case "/report2": return .text(503, "")
+            default: return nil
+            }
+        }
+        #expect(rig.run(["next"]).status == 0)
+        #expect(rig.run(["report", "--retries", "0"]).status == 75)
+        #expect(try rig.pending() == 1, "the batch place waits; the tracker was delivered")
+        rig.answer.set { _ in nil }
+        #expect(rig.run(["report"]).status == 0)
+        #expect(try rig.pending() == 0)
+    }
+
+    /// `--at` is a preview: a far future date never drops the real queue nor the counts.
+    @Test func aPreviewOfAnotherDateNeverTouchesTheRealQueue() throws {
+        let rig = try Rig(tracker: "/imp?x=1", report: "/report")
+        defer { rig.remove() }
+        rig.answer.set { _ in .text(503, "") }   // nothing can be delivered
+        for _ in 0..<2 { #expect(rig.run(["next"]).status == 0) }
+        #expect(try rig.pending() == 4)
+        let prune = rig.run(["prune", "--at", "2031-01-01T00:00:00Z"])
+        #expect(prune.status == 0, "\(prune.stderr)")
+        #expect(try rig.pending() == 4, "prune --at kept the queue")
+        _ = rig.run(["next", "--at", "2031-01-01T00:00:00Z"])
+        _ = rig.run(["report", "--retries", "0"])
+        let stats = try rig.stats()
+        let dropped = stats["queue"] as? [String: Any]
+        #expect((dropped?["dropped"] as? [String: Any])?["age"] as? Int == 0, "\(stats)")
+        #expect(try rig.shows() >= 2)
+    }
+
+    /// A launch while another command holds the index lock past its second: the choice is
+    /// printed (never nothing), the show is not recorded, exit 0.
+    @Test func aBusyLockNeverCostsTheSplash() throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = [rig.cache + "/index.lock", "sleep", "3"]
+        try holder.run()
+        defer { holder.waitUntilExit() }
+        usleep(300_000)
+        let next = rig.run(["next"])
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stdout.hasPrefix(rig.cache + "/assets/"), "\(next.stdout)")
+        #expect(next.stderr.contains("show not recorded: cache busy"), "\(next.stderr)")
+    }
+
+    /// The path a launch printed still opens after a fetch superseded its file.
+    @Test func aPrintedPathOutlivesTheCommitThatSupersedesIt() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        nonisolated(unsafe) var v = 1
+        let lock = NSLock()
+        let server = try LoopbackServer { r in
+            lock.lock(); let n = v; lock.unlock()
+            return r.path == "/feed.json"
+                ? .text(200, #"[{"id":"a","url":"a\#(n).jpg"}]"#) : .file(Media.jpeg(3000, seed: UInt8(n)), for: r)
+        }
+        defer { server.stop() }
+        let c = ["--cache-dir", dir.path + "/cache"]
+        #expect(Adcache.run(c + ["fetch", server.url("/feed.json")]).status == 0)
+        let printed = Adcache.run(c + ["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        lock.lock(); v = 2; lock.unlock()
+        #expect(Adcache.run(c + ["fetch"]).status == 0)
+        #expect(Adcache.run(c + ["prune"]).status == 0)
+        #expect(FileManager.default.contents(atPath: printed) == Data(Media.jpeg(3000, seed: 1)), "\(printed)")
+        #expect(Adcache.run(c + ["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) != printed)
+    }
+
+    /// `report` ended at a named point, then killed within its first 100 ms, twenty times
+    /// each: the queue drains, nothing is lost, and no URL is sent more than twice.
+    @Test(arguments: ["report.afterLogged#3", "kill"])
+    func aReportKilledOverAndOverSendsNothingTwiceMore(how: String) throws {
+        let rig = try Rig(trackers: 2)
+        defer { rig.remove() }
+        rig.answer.delay = 0.01
+        for _ in 0..<25 { #expect(rig.run(["next"]).status == 0) }
+        #expect(try rig.pending() == 25 * 3)
+        var crashed = 0
+        for round in 0..<20 {
+            if how == "kill" {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: Adcache.binary)
+                p.arguments = ["--cache-dir", rig.cache, "report", "--parallel", "2"]
+                p.environment = ["PATH": "/usr/bin:/bin", "HOME": rig.dir.path]
+                p.standardOutput = FileHandle.nullDevice
+                p.standardError = FileHandle.nullDevice
+                try p.run()
+                usleep(useconds_t(20_000 + (round * 4_000) % 80_000))
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+                if p.terminationReason == .uncaughtSignal { crashed += 1 }
+            } else {
+                let r = rig.run(["report", "--parallel", "2"], environment: ["ADCACHE_CRASH_AT": how])
+                if r.status == 222 { crashed += 1 }
+            }
+        }
+        let last = rig.run(["report"])
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(try rig.pending() == 0)
+        var sent: [String: Int] = [:]
+        let urls = rig.server.log.map(\.path).filter { $0.hasPrefix("/imp?") }
+        for u in urls { sent[u, default: 0] += 1 }
+        #expect(sent.count == 25 * 2, "every tracker URL arrived")
+        #expect(sent.values.max() ?? 0 <= 2, "no URL sent more than twice: \(sent.values.sorted().suffix(5))")
+        let batches = rig.server.requests(to: "/report").count
+        print(
+            "report \(how): \(crashed) of 20 runs ended early; \(urls.count) tracker calls for 50 URLs, \(batches) batch POSTs"
+        )
+    }
+}
