@@ -407,6 +407,46 @@ import Testing
         #expect(try shows() == 1)
     }
 
+    /// SPEC §6 (v3): `prune` frees space on a full disk. What needs no write (superseded
+    /// files past their grace) goes first; the fold it cannot write waits, with a warning;
+    /// no show is lost. (Version 2 exited 74 and freed nothing: it folded first.)
+    @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
+    func pruneFreesSpaceOnAFullDisk() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let mountPoint = dir.path + "/small"
+        try SmallDisk.mount(mountPoint, size: "1m")
+        defer { SmallDisk.unmount(mountPoint) }
+        let cache = mountPoint + "/cache"
+        let c = ["--cache-dir", cache]
+        for n in 1...3 { _ = dir.write("\(n).jpg", Media.jpeg(60_000, seed: UInt8(n))) }
+        let feed = dir.write("feed.json", #"[{"id":"a","url":"1.jpg"},{"id":"b","url":"2.jpg"}]"#)
+        #expect(Adcache.run(c + ["fetch", feed]).status == 0)
+        _ = dir.write("feed.json", #"[{"id":"a","url":"3.jpg"},{"id":"b","url":"2.jpg"}]"#)
+        #expect(Adcache.run(c + ["fetch", feed]).status == 0)   // a's first file is superseded
+        for _ in 0..<3 { #expect(Adcache.run(c + ["next"]).status == 0) }   // shows in the journal
+        let old = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 3600, tv_nsec: 0)
+        let current = Set(try CacheStore(directory: cache).load(warn: { _ in }).ads.compactMap(\.file))
+        for name in Disk.list(cache + "/assets") where !current.contains(name) {
+            var times = [old, old]
+            utimensat(AT_FDCWD, cache + "/assets/" + name, &times, 0)
+        }
+        _ = runProgram("/bin/dd", ["if=/dev/zero", "of=\(mountPoint)/filler", "bs=4096"])
+        func free() -> UInt64 {
+            var s = statvfs()
+            return statvfs(mountPoint, &s) == 0 ? UInt64(s.f_bavail) * UInt64(s.f_frsize) : 0
+        }
+        #expect(free() < 8192, "the disk is full")
+        let prune = Adcache.run(c + ["prune", "--max-size", "0"])
+        #expect(prune.status == 0, "\(prune.stderr)")
+        #expect(free() >= 60_000, "space was freed: \(free())")
+        Disk.remove(mountPoint + "/filler")
+        let stats = Adcache.run(c + ["stats", "--json"])
+        #expect(stats.stdout.contains(#""shows":2"#) || stats.stdout.contains(#""shows": 2"#), "\(stats.stdout)")
+        #expect(Adcache.run(c + ["prune"]).status == 0)
+        #expect(!Disk.exists(cache + "/journal") || Disk.size(cache + "/journal") == 0, "folded once there was room")
+    }
+
     @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
     func diskFullIs74AndKeepsTheOldCache() throws {
         let dir = TempDir(); defer { dir.remove() }
