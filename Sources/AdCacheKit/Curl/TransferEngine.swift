@@ -7,6 +7,8 @@ import Foundation
 final class TransferEngine {
     let settings: TransferSettings
     var onProgress: ((FetchProgress) -> Void)?
+    /// Called as request `i` is handed to libcurl (the first time; not for retries).
+    var onStart: ((Int) -> Void)?
 
     init(settings: TransferSettings) {
         self.settings = settings
@@ -128,7 +130,7 @@ final class TransferEngine {
                     continue
                 }
                 active[t.handle] = t
-                begun.insert(w.index)
+                if begun.insert(w.index).inserted { onStart?(w.index) }
                 _ = api.multiAdd(multi, t.handle)
             }
 

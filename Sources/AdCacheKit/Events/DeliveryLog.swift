@@ -9,22 +9,25 @@
 struct DeliveryOutcome: Equatable, Sendable {
     var nonces: [String]
     var url: String?
-    /// Delivered; false: refused for good (dropped, counted).
-    var delivered: Bool
+    /// Delivered; false: refused for good (dropped, counted); nil: only begun (an attempt,
+    /// so that the next run sends what it never tried before what it tried).
+    var delivered: Bool?
 
     func line() -> [UInt8] {
         var w = JSONWriter(indent: nil, capacity: 128)
         w.beginObject()
         w.field("n", nonces)
-        w.key("ok")
-        w.bool(delivered)
+        if let delivered {
+            w.key("ok")
+            w.bool(delivered)
+        }
         w.field("u", url)
         w.endObject()
         w.out.append(0x0A)
         return w.out
     }
 
-    init(nonces: [String], url: String?, delivered: Bool) {
+    init(nonces: [String], url: String?, delivered: Bool?) {
         self.nonces = nonces
         self.url = url
         self.delivered = delivered
@@ -49,7 +52,7 @@ struct DeliveryOutcome: Equatable, Sendable {
         } catch {
             return nil
         }
-        guard let nonces, !nonces.isEmpty, let ok else { return nil }
+        guard let nonces, !nonces.isEmpty else { return nil }
         self.init(nonces: nonces, url: url, delivered: ok)
     }
 }
@@ -100,7 +103,7 @@ extension EventLog {
         var position: [String: Int] = [:]
         for (i, e) in queue.enumerated() where position[e.nonce] == nil { position[e.nonce] = i }
         var delivered = 0, dropped = 0
-        for o in outcomes {
+        for o in outcomes where o.delivered != nil {
             for nonce in o.nonces {
                 guard let i = position[nonce] else { continue }
                 var taken = 0
@@ -112,7 +115,7 @@ extension EventLog {
                     queue[i].batch = false
                     taken = 1
                 }
-                if o.delivered { delivered += taken } else { dropped += taken }
+                if o.delivered == true { delivered += taken } else { dropped += taken }
             }
         }
         self.delivered.add(Int64(delivered))

@@ -34,7 +34,15 @@ final class Reporter {
             }
         }
 
-        func outcome(delivered: Bool) -> DeliveryOutcome {
+        /// The first nonce and the URL: which delivery an attempt line names.
+        var key: String {
+            switch self {
+            case .tracker(let nonce, let url): return "\(nonce) \(url)"
+            case .batch(let nonces): return "\(nonces.first ?? "") "
+            }
+        }
+
+        func outcome(delivered: Bool?) -> DeliveryOutcome {
             switch self {
             case .tracker(let nonce, let url): return DeliveryOutcome(nonces: [nonce], url: url, delivered: delivered)
             case .batch(let nonces): return DeliveryOutcome(nonces: nonces, url: nil, delivered: delivered)
@@ -62,6 +70,20 @@ final class Reporter {
                 deliveries.append(.tracker(nonce: e.nonce, url: url))
                 requests.append(TransferRequest(url: url, destination: .discard, maxBytes: .max))
             }
+        }
+        // What an earlier run began but never finished (killed mid-flight) goes last, so
+        // that runs killed early over and over never send the same deliveries each time.
+        var attempts: [String: Int] = [:]
+        for o in store.deliveryLog.read() where o.delivered == nil {
+            attempts["\(o.nonces.first ?? "") \(o.url ?? "")", default: 0] += 1
+        }
+        if !attempts.isEmpty {   // the fewest attempts first, then in queue order
+            let order = deliveries.indices.sorted { a, b in
+                let ta = attempts[deliveries[a].key] ?? 0, tb = attempts[deliveries[b].key] ?? 0
+                return ta != tb ? ta < tb : a < b
+            }
+            deliveries = order.map { deliveries[$0] }
+            requests = order.map { requests[$0] }
         }
         var result = ReportResult()
         let batched = log.queue.filter(\.batch)
@@ -91,7 +113,9 @@ final class Reporter {
         let progress = store.deliveryLog.openForAppending()
         defer { if progress >= 0 { close(progress) } }
         var done: [DeliveryOutcome] = []
-        TransferEngine(settings: settings).run(requests) { i, response in
+        let engine = TransferEngine(settings: settings)
+        engine.onStart = { i in DeliveryLog.append(deliveries[i].outcome(delivered: nil), to: progress) }
+        engine.run(requests) { i, response in
             CrashPoint.reach("report.afterAnswer")
             let outcome: Bool
             if let error = response.error {
