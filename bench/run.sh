@@ -210,6 +210,11 @@ for par in 4 50; do
     t=$(median "$W/r.json"); tc=$(median "$W/rc.json")
     row "report of 10,000 queued impressions vs curl --parallel --parallel-max $par" "$(ms "$t")" "$(ms "$tc")" "$(ratio "$t" "$tc")" "≤ 1" "$(met "$(ratio "$t" "$tc")" 1)"
 done
+# What billing writes: the queue is written once at the end of a report, and each delivery
+# appends its start and its outcome to events.delivered (write(2) bytes, strace's run).
+python3 bench/queue.py "$W/q" 10000 "$TPORT" "$W/q.cfg"
+read -r wrote _ < <(python3 bench/io_bytes.py "$ADC" --cache-dir "$W/q" report -q)
+row "bytes written per delivered event, report of 10,000 impressions: write(2)" "$((wrote / 10000)) B" "" "" "—" ""
 python3 bench/make_index.py "$W/t100" 100 --tracking
 python3 bench/make_index.py "$W/u100" 100
 # A difference of a millisecond is below one block's noise: eight blocks of 40 runs, the two
