@@ -134,7 +134,11 @@ public enum CLI {
             }
             // Precedence, last wins: defaults, the configuration files, the environment
             // (ADCACHE_DIR), the command line (SPEC §9).
-            let config = try Config.load(explicit: try parsed.get(GlobalOptions.config), environment: environment)
+            // A launch never fails for a typo in a configuration file: `next` warns and goes on
+            // without that line; every other command stops there (SPEC §9).
+            let config = try Config.load(
+                explicit: try parsed.get(GlobalOptions.config), environment: environment,
+                lenient: command.spec.name == "next" ? { console.warning($0) } : nil)
             let cacheDirGiven = try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
             let onCommandLine = parsed
             config.apply(to: &parsed)

@@ -29,9 +29,13 @@ struct Config {
         for option in CLI.specs.flatMap(\.options) + GlobalOptions.all where all[option.spec.long] == nil {
             all[option.spec.long] = option
         }
-        for name in ["help", "config"] { all[name] = nil }   // not settings
+        for name in ["help", "config"] + runOnly { all[name] = nil }   // not settings
         return all
     }()
+
+    /// Options that say what one run does, never a standing setting (`events = true` once
+    /// made every plain `clear` delete the billing data).
+    static let runOnly = ["peek", "events", "at", "dry-run"]
 
     /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
     /// the user's (those that exist).
@@ -49,7 +53,11 @@ struct Config {
     /// Reads and checks every line of every file: an unknown key or a bad value is a usage
     /// error naming `file:line`, whatever the command (a broken file fails the same way
     /// everywhere).
-    static func load(explicit: String?, environment: [String: String]) throws -> Config {
+    /// `lenient` (a launch, `next`): a line that cannot be read is said to `lenient` and
+    /// left out instead — a launch never fails for a typo (SPEC §9).
+    static func load(explicit: String?, environment: [String: String], lenient: ((String) -> Void)? = nil) throws
+        -> Config
+    {
         var config = Config()
         let explicit = explicit ?? environment["ADCACHE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         for path in files(explicit: explicit.map(absolutePath), environment: environment) {
@@ -57,45 +65,69 @@ struct Config {
                 throw UsageError(message: "cannot read the configuration file \(path)")
             }
             let text = String(decoding: data, as: UTF8.self)
-            for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let line = raw.trimmingCharacters(in: .whitespaces)
+            // (A CR LF is one Character in Swift: split on every kind of line end.)
+            for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+                // Whitespace and a CR (a file written on Windows) around a line are not part of it.
+                let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
                 if line.isEmpty || line.hasPrefix("#") { continue }
                 let at = "\(path):\(n + 1)"
-                guard let eq = line.firstIndex(of: "=") else {
-                    throw UsageError(message: "\(at): expected 'key = value' (got '\(line)')")
+                do {
+                    config.settings.append(try setting(line, at: at, path: path))
+                } catch let e as UsageError {
+                    guard let lenient else { throw e }
+                    lenient(e.message + "; ignored")
                 }
-                let key = line[..<eq].trimmingCharacters(in: .whitespaces)
-                var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
-                if let option = declared[key] {
-                    switch option.spec.kind {
-                    case .file, .directory:   // relative to the file that says it
-                        if !value.hasPrefix("/") {
-                            value = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
-                                value)
-                        }
-                    default: break
-                    }
-                    do {
-                        try option.check(value)
-                    } catch let e as UsageError {
-                        throw UsageError(
-                            message:
-                                "\(at): \(e.message.replacingOccurrences(of: "option '--\(key)'", with: "'\(key)'"))")
-                    }
-                } else if extraKeys[key] != nil {
-                    let lower = value.lowercased()
-                    if key == "report-url", !(lower.hasPrefix("http://") || lower.hasPrefix("https://")) {
-                        throw UsageError(message: "\(at): 'report-url' needs an http or https URL (got '\(value)')")
-                    }
-                } else {
-                    let guess = ArgumentParser.nearest(key, among: Array(declared.keys) + Array(extraKeys.keys))
-                    throw UsageError(
-                        message: "\(at): unknown key '\(key)'" + (guess.map { " (did you mean '\($0)'?)" } ?? ""))
-                }
-                config.settings.append(Setting(key: key, value: value, origin: "file:\(at)"))
             }
         }
         return config
+    }
+
+    /// One line, read and checked.
+    private static func setting(_ line: String, at: String, path: String) throws -> Setting {
+        guard let eq = line.firstIndex(of: "=") else {
+            throw UsageError(message: "\(at): expected 'key = value' (got '\(line)')")
+        }
+        let key = line[..<eq].trimmingCharacters(in: .whitespaces)
+        var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+        if let option = declared[key] {
+            switch option.spec.kind {
+            case .file, .directory:   // relative to the file that says it
+                if !value.hasPrefix("/") {
+                    value = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
+                        value)
+                }
+            default: break
+            }
+            do {
+                try option.check(value)
+            } catch let e as UsageError {
+                throw UsageError(
+                    message:
+                        "\(at): \(e.message.replacingOccurrences(of: "option '--\(key)'", with: "'\(key)'"))")
+            }
+        } else if extraKeys[key] != nil {
+            let lower = value.lowercased()
+            let web = lower.hasPrefix("http://") || lower.hasPrefix("https://")
+            if key == "report-url", !web {
+                throw UsageError(message: "\(at): 'report-url' needs an http or https URL (got '\(value)')")
+            }
+            if key == "feed" {
+                if value.isEmpty { throw UsageError(message: "\(at): 'feed' needs a URL or a file") }
+                if !web, value.contains("://"), !lower.hasPrefix("file://") {
+                    throw UsageError(message: "\(at): 'feed' needs an http or https URL or a file (got '\(value)')")
+                }
+                if !value.contains("://"), !value.hasPrefix("/"), value != "-" {   // relative to the file
+                    value = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(value)
+                }
+            }
+        } else if runOnly.contains(key) {
+            throw UsageError(message: "\(at): '\(key)' is an option of one run, not a setting")
+        } else {
+            let guess = ArgumentParser.nearest(key, among: Array(declared.keys) + Array(extraKeys.keys))
+            throw UsageError(
+                message: "\(at): unknown key '\(key)'" + (guess.map { " (did you mean '\($0)'?)" } ?? ""))
+        }
+        return Setting(key: key, value: value, origin: "file:\(at)")
     }
 
     /// The last value of `key`, or nil.

@@ -15,8 +15,18 @@ enum FetchCommand: Command {
         "limit-rate", "At most this many bytes per second in all, as curl's option (default: no limit).", minimum: 1)
     static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this.", default: "100M")
     static let maxFeedSize = Option.size("max-feed-size", "Refuse a feed larger than this.", default: "8M")
-    static let header = Option.text(
-        "header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true)
+    static let header: Option<String> = {
+        var spec = Option.text(
+            "header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true
+        ).spec
+        spec.kind = .text
+        return Option(spec: spec) { h, spec in   // checked where it is read: the command line or a file
+            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
+                throw UsageError(message: "option '--\(spec.long)' needs 'Name: value' (got '\(h)')")
+            }
+            return h
+        }
+    }()
     static let userAgent = Option.text(
         "user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
@@ -69,12 +79,7 @@ enum FetchCommand: Command {
         options.revalidate = args.has(revalidate)
         options.warnAlways = context.console.verbose
         options.userAgent = try args.get(userAgent)
-        for h in try args.all(header) {
-            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
-                throw args.usage("option '--header' needs 'Name: value' (got '\(h)')")
-            }
-            options.headers.append(h)
-        }
+        options.headers += try args.all(header)
         options.caFile = try caFile(args)
         options.report = !args.has(noReport)
         if args.has(progress) && args.has(noProgress) {

@@ -37,8 +37,9 @@ import Testing
         #expect(none.lines.contains("parallel = 4"))
     }
 
-    /// A broken file fails every command the same way: 64, naming file:line.
-    @Test(arguments: ["list", "next", "prune", "fetch", "clear", "config"])
+    /// A broken file fails every command the same way: 64, naming file:line — except a
+    /// launch (`next`), which warns and goes on without the line (SPEC §9, v3).
+    @Test(arguments: ["list", "prune", "fetch", "clear", "config"])
     func aBrokenFileIsAUsageErrorNamingFileAndLine(command: String) throws {
         let s = Sandbox(); defer { s.remove() }
         let unknown = s.dir.write("unknown.conf", "# ok\n\nparalel = 3\n")
@@ -52,7 +53,51 @@ import Testing
         let flag = s.dir.write("flag.conf", "no-progress = maybe\n")
         #expect(
             Adcache.call(["--config", flag, command]).stderr.contains("\(flag):1: 'no-progress' needs true or false"))
+        let header = s.dir.write("header.conf", "header = no colon here\n")
+        let h = Adcache.call(["--config", header, command])
+        #expect(h.status == 64 && h.stderr.hasPrefix("adcache: error: \(header):1: "), "\(h.stderr)")
         #expect(!Disk.exists(s.cache))
+    }
+
+    /// A typo in /etc/adcache.conf never costs a splash: `next` warns naming file:line and
+    /// goes on without that line (the rest of the file still applies).
+    @Test func aTypoNeverStopsALaunch() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let feed = s.dir.write("feed.json", #"[{"id":"a","url":"a.jpg"}]"#)
+        _ = s.dir.write("a.jpg", Media.jpeg())
+        #expect(Adcache.call(["--cache-dir", s.cache, "fetch", feed]).status == 0)
+        let conf = s.dir.write("typo.conf", "devic-id = kiosk-17\ncache-dir = \(s.cache)\n")
+        let r = Adcache.call(["--config", conf, "next"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix(s.cache + "/assets/"), "the cache-dir line still applies: \(r.stdout)")
+        #expect(
+            r.stderr == "adcache: warning: \(conf):1: unknown key 'devic-id' (did you mean 'device-id'?); ignored\n")
+        #expect(Adcache.call(["--config", conf, "list"]).status == 64, "every other command stops")
+    }
+
+    /// A file written on Windows (CRLF) reads as its lines; options of a single run are no
+    /// settings (`events = true` once made every plain `clear` delete the billing data);
+    /// a relative feed is the file's, made absolute.
+    @Test func crlfRunOnlyKeysAndARelativeFeed() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let crlf = s.dir.write("crlf.conf", "parallel = 8\r\nretries = 3\r\n")
+        let shown = Adcache.call(["--config", crlf, "config"])
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(shown.lines.contains("parallel = 8") && shown.lines.contains("retries = 3"), "\(shown.stdout)")
+        for key in ["peek", "events", "at", "dry-run"] {
+            let f = s.dir.write("\(key).conf", "\(key) = true\n")
+            let r = Adcache.call(["--config", f, "clear"])
+            #expect(r.status == 64, "\(key)")
+            #expect(r.stderr.contains("\(f):1: '\(key)' is an option of one run, not a setting"), "\(r.stderr)")
+        }
+        let ftp = s.dir.write("ftp.conf", "feed = ftp://example.com/feed.json\n")
+        #expect(
+            Adcache.call(["--config", ftp, "fetch"]).stderr.contains("\(ftp):1: 'feed' needs an http or https URL"))
+        _ = s.dir.write("a.jpg", Media.jpeg())
+        _ = s.dir.write("feed.json", #"[{"id":"a","url":"a.jpg"}]"#)
+        let rel = s.dir.write("rel.conf", "feed = feed.json\ncache-dir = \(s.cache)\n")
+        let fetch = Adcache.run(["--config", rel, "fetch"], cwd: "/")
+        #expect(fetch.status == 0, "the feed is the configuration file's neighbour: \(fetch.stderr)")
     }
 
     /// The configured feed and headers reach fetch; headers from the file and the command
