@@ -217,6 +217,14 @@ public final class AdCache {
     /// This version of adcache.
     public static let version = AdCacheVersion.string
 
+    /// The SHA-256 of `bytes` as a feed's `sha256` names it (64 lowercase hex digits), through
+    /// libcrypto; throws `libraryMissing` without it.
+    public static func sha256(_ bytes: [UInt8]) throws -> String {
+        let h = try SHA256Hasher()
+        h.update(bytes)
+        return h.finalizeHex()
+    }
+
     /// The default User-Agent: `adcache/<version> libcurl/<version>` (loads libcurl).
     public static var userAgent: String { defaultUserAgent() }
 

@@ -1,7 +1,7 @@
 import AdCacheCLI
 import Foundation
 
-@testable import AdCacheKit
+import AdCacheKit
 
 #if canImport(Glibc)
     import Glibc
@@ -67,9 +67,7 @@ public enum Media {
     }
 
     public static func sha256(_ bytes: [UInt8]) -> String {
-        guard let h = try? SHA256Hasher() else { return "libcrypto missing" }
-        h.update(bytes)
-        return h.finalizeHex()
+        (try? AdCache.sha256(bytes)) ?? "libcrypto missing"
     }
 }
 
@@ -232,7 +230,9 @@ public enum Disk {
     public static func stamp(_ path: String) -> (size: Int64, mtime: Int64)? {
         var st = stat()
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return (Int64(st.st_size), FileIO.nanoseconds(st.st_mtim))
+        let (ns, overflow) = Int64(st.st_mtim.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+        let mtime = overflow ? (st.st_mtim.tv_sec < 0 ? Int64.min : Int64.max) : ns &+ Int64(st.st_mtim.tv_nsec)
+        return (Int64(st.st_size), mtime)
     }
 
     @discardableResult

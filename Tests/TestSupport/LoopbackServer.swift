@@ -1,6 +1,6 @@
 import Foundation
 
-@testable import AdCacheKit
+import AdCacheKit
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +20,11 @@ public final class LoopbackServer: @unchecked Sendable {
         /// The request's body (a POST's), as Content-Length announced it.
         public var body: [UInt8] = []
         /// When it arrived (seconds on the monotonic clock).
-        public var receivedAt: Double = monotonicNow()
+        public var receivedAt: Double = {
+            var ts = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        }()
 
         public func header(_ name: String) -> String? { headers[name.lowercased()] }
     }
