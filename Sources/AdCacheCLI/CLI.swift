@@ -96,6 +96,7 @@ public enum CLI {
     /// Runs the command line (the arguments after the program's name); returns the exit code.
     public static func run(_ arguments: [String], environment: [String: String], io: CommandIO) -> Int32 {
         var console = Console(io: io, environment: environment)
+        var cacheDirectory: String?
         do {
             // The command is the first word that is not a global option (or its value).
             var rest = arguments
@@ -154,6 +155,7 @@ public enum CLI {
                 : fromEnvironment != nil
                     ? "environment"
                     : config.settings.last { $0.key == GlobalOptions.cacheDir.long }?.origin ?? "default"
+            cacheDirectory = dir
             let context = Context(
                 console: console, directory: dir, environment: environment, config: config,
                 directoryOrigin: directoryOrigin, commandLine: onCommandLine)
@@ -162,7 +164,7 @@ public enum CLI {
             console.error(e.message, hint: e.hint)
             return ExitCode.usage.rawValue
         } catch let e as AdCacheError {
-            console.error(e.message)
+            console.error(e.message, hint: Self.hint(for: e, directory: cacheDirectory))
             return ExitCode(e).rawValue
         } catch {
             console.error("internal error: \(error)")
@@ -258,5 +260,20 @@ enum Help {
         }
         lines.append(line)
         return lines.joined(separator: "\n")
+    }
+}
+
+extension CLI {
+    /// The line after an error that says what to do, where there is one: a cache shared
+    /// through a group that this user is not a member of.
+    static func hint(for error: AdCacheError, directory: String?) -> String? {
+        guard case .cacheUnwritable(let message) = error, message.contains("Permission denied"), let directory
+        else { return nil }
+        var st = stat()
+        guard stat(directory, &st) == 0, st.st_mode & 0o020 != 0, st.st_gid != getegid() else { return nil }
+        let group = getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } ?? String(st.st_gid)
+        let user = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? "this user"
+        return
+            "the cache is shared through group '\(group)': add \(user) to it (sudo adduser \(user) \(group)), then log in again"
     }
 }

@@ -66,7 +66,10 @@ enum FetchCommand: Command {
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals(allowed: 1)
         // FEED: the argument, else the configured feed, else the last successful fetch's.
-        var options = FetchOptions(feed: args.positionals.first ?? context.config.value("feed"))
+        var feed = args.positionals.first ?? context.config.value("feed")
+        // A local path is remembered absolute, so that cron's bare `fetch` (run elsewhere) finds it.
+        if let f = feed, f != "-", !f.contains("://"), !f.hasPrefix("/") { feed = absolutePath(f) }
+        var options = FetchOptions(feed: feed)
         if options.feed == "-" { options.feedContent = context.console.io.readStandardInput() }
         if let t = try args.get(timeout) { options.timeout = t }
         options.deadline = try args.get(deadline)

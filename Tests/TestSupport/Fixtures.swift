@@ -1,7 +1,6 @@
 import AdCacheCLI
-import Foundation
-
 import AdCacheKit
+import Foundation
 
 #if canImport(Glibc)
     import Glibc

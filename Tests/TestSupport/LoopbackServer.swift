@@ -1,6 +1,5 @@
-import Foundation
-
 import AdCacheKit
+import Foundation
 
 #if canImport(Glibc)
     import Glibc

@@ -98,6 +98,12 @@ import Testing
         let rel = s.dir.write("rel.conf", "feed = feed.json\ncache-dir = \(s.cache)\n")
         let fetch = Adcache.run(["--config", rel, "fetch"], cwd: "/")
         #expect(fetch.status == 0, "the feed is the configuration file's neighbour: \(fetch.stderr)")
+        // A relative feed on the command line is remembered absolute: cron's bare fetch,
+        // run from another directory, repeats it.
+        let other = s.dir.path + "/other-cache"
+        #expect(Adcache.run(["--cache-dir", other, "fetch", "feed.json"], cwd: s.dir.path).status == 0)
+        let bare = Adcache.run(["--cache-dir", other, "fetch"], cwd: "/")
+        #expect(bare.status == 0, "\(bare.stderr)")
     }
 
     /// The configured feed and headers reach fetch; headers from the file and the command

@@ -57,6 +57,11 @@ import Testing
         let outside = runAs(stranger, groups: [], ["--cache-dir", cache, "next"])
         #expect(outside.status == 0, "\(outside.stderr)")
         #expect(outside.stderr.hasPrefix("adcache: warning: show not recorded: "), "\(outside.stderr)")
+        // Its fetch cannot write: 73, with the way in.
+        let denied = runAs(stranger, groups: [], ["--cache-dir", cache, "fetch"])
+        #expect(denied.status == 73, "\(denied.stderr)")
+        #expect(denied.stderr.contains("\nthe cache is shared through group"), "\(denied.stderr)")
+        #expect(denied.stderr.contains("(sudo adduser "), "\(denied.stderr)")
         #expect(try CacheStore(directory: cache).load(warn: { _ in }).ads.first?.shows == 1)
     }
 }
