@@ -506,8 +506,13 @@ final class Fetcher {
                 return all(AssetResult(outcome: .pending, error: why))
             }
             if case .writeFailed(let text, let code) = error {
-                // The disk, not the network: the partial file goes, and the run ends in 74.
+                // The disk, not the network: the partial file goes (its space with it). An asset
+                // that did not fit is transient (SPEC §6: what finished is committed, the run
+                // is 75); any other write fault ends the run in 74.
                 partial.discard()
+                if code == ENOSPC || code == EDQUOT {
+                    return all(.failedForNow("\(url): did not fit on the disk (\(text))"))
+                }
                 var r = AssetResult.failedForNow("cannot write \(partial.path): \(text)")
                 r.ioError = FileIO.writeError("cannot write \(partial.path)", code)
                 return all(r)
