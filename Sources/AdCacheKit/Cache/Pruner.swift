@@ -156,9 +156,10 @@ final class Pruner {
         }
     }
 
-    /// Partial downloads no ad waits for.
+    /// Partial downloads no ad waits for: one for the URL of an ad the index keeps stays, also
+    /// when that ad has a file (a new version of it, resumable).
     private func stalePartials(_ index: CacheIndex, report: inout PruneReport) throws -> [CacheFile] {
-        let wanted = Set(try index.ads.filter { $0.file == nil }.map { try SHA256Hasher.hex($0.url) })
+        let wanted = Set(try index.ads.map { try SHA256Hasher.hex($0.url) })
         return store.dir.list(.partial).filter { !wanted.contains(String($0.prefix(64))) }.map { name in
             let file = store.partial(name)
             report.removed.append(.init(id: nil, reason: "partial", file: "partial/" + name, bytes: file.size ?? 0))
