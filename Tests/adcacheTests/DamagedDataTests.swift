@@ -161,4 +161,27 @@ import Testing
         let total: Int = after.stats.values.reduce(0, +)
         #expect(total >= 13, "\(garbling): no show of the device lost (6 + 5 + 3, one of them a copy)")
     }
+
+    /// SPEC v3 (§8): the show counts of an ad id outlive its record (90 days, as `stats`
+    /// keeps them): an ad withdrawn or pruned and then listed again resumes its count, so
+    /// that the advertiser's cap holds (v2 recreated it with 0 shows: `exhausted 3/3`
+    /// became `ready 0/3`).
+    @Test func anAdListedAgainResumesItsCount() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        _ = dir.write("a.jpg", Media.jpeg())
+        _ = dir.write("b.png", Media.png())
+        let both = dir.write("both.json", #"[{"id":"a","url":"a.jpg","maxShows":3},{"id":"b","url":"b.png"}]"#)
+        let onlyB = dir.write("b.json", #"[{"id":"b","url":"b.png"}]"#)
+        let c = ["--cache-dir", dir.path + "/cache"]
+        #expect(Adcache.run(c + ["fetch", both]).status == 0)
+        for _ in 0..<6 { #expect(Adcache.run(c + ["next"]).status == 0) }   // a three times
+        #expect(Adcache.run(c + ["fetch", onlyB]).status == 0)
+        #expect(Adcache.run(c + ["prune"]).stdout.contains("removed ad 'a'"))
+        let back = Adcache.run(c + ["fetch", both])
+        #expect(back.status == 0 && back.stdout.contains("1 exhausted"), "\(back.stdout)")
+        let list = Adcache.run(c + ["list"])
+        #expect(list.stdout.contains("exhausted  3/3"), "\(list.stdout)")
+        for _ in 0..<3 { #expect(Adcache.run(c + ["next", "--json"]).stdout.contains(#""id":"b""#)) }
+    }
 }

@@ -360,9 +360,11 @@ final class Fetcher {
             recoverable[AssetName.urlHash(name), default: []].append(name)
         }
 
+        let today = Time.localDay(t)
+        let past = ads.contains { byID[$0.id] == nil } ? pastShows(today: today) : [:]
         for ad in ads {
             // What the commit will record for this ad: if it can never be shown, no download.
-            var record = byID[ad.id] ?? AdRecord(ad: ad)
+            var record = byID[ad.id] ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
             record.apply(ad)
             switch record.finished(at: t) {
             case .expired?:
@@ -614,9 +616,12 @@ final class Fetcher {
         let orphans: [String] = try store.update(warn: warn) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            let known = Set(byID.keys)
+            let today = Time.localDay(now())
+            let past = ads.contains { !known.contains($0.id) } ? pastShows(today: today) : [:]
             var merged: [AdRecord] = []
             for ad in ads {
-                var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad)
+                var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
                 record.apply(ad)
                 if let r = results[ad.id] { record.take(r, at: now(), failureKey: failureKey(ad)) }
                 merged.append(record)
@@ -636,6 +641,41 @@ final class Fetcher {
         // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
         // for `prune` to delete once the grace has passed.
         for name in orphans where AssetName.isValid(name) { store.asset(name).touch() }
+    }
+}
+
+extension Fetcher {
+    /// The shows of each ad id that the proof-of-play counts hold (90 days, SPEC §8),
+    /// with those still in the journal: an ad listed again after its record went (pruned
+    /// as expired by a clock set ahead, withdrawn and back) resumes its count, so that its
+    /// `maxShows` and `maxShowsPerDay` are never exceeded. The caller holds the index lock.
+    func pastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
+        guard var log = try? store.loadEvents(warn: { _ in }, setAside: false) else { return [:] }
+        let records = (try? store.journal.read(warn: { _ in }, deliveries: false)) ?? []
+        log.fold(records, bounds: EventBounds(maxEvents: .max, maxAge: 36500), now: Double(today) * 86400)
+        var out: [String: (total: Int64, today: Int64)] = [:]
+        for (day, ads) in log.days {
+            for (id, counts) in ads {
+                var entry = out[id] ?? (0, 0)
+                entry.total.add(counts.shows)
+                if day == today { entry.today.add(counts.shows) }
+                out[id] = entry
+            }
+        }
+        return out
+    }
+}
+
+extension AdRecord {
+    /// A new record for `ad`, resuming the counts its id already has (`Fetcher.pastShows`).
+    init(ad: FeedAd, shown: (total: Int64, today: Int64)?, today: Int) {
+        self.init(ad: ad)
+        guard let shown, shown.total > 0 else { return }
+        shows = min(max(0, shown.total), AdRecord.counts.upperBound)
+        if shown.today > 0 {
+            showsOnDay = shown.today
+            showDay = today
+        }
     }
 }
 
