@@ -119,14 +119,10 @@ public enum Adcache {
     /// Runs the binary as `uid` (primary group the first of `groups`, supplementary `groups`),
     /// umask 022, through setpriv.
     public static func runAs(_ uid: uid_t, groups: [gid_t], _ args: [String]) -> Run {
-        let ids = [
-            "--reuid=\(uid)", "--regid=\(groups.first ?? uid)",
-            groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))",
-        ]
         guard let binary = binaryForEveryone else {
             return Run(status: -1, stdout: "", stderr: "cannot copy the binary where other users can run it")
         }
-        return runProgram("/usr/bin/setpriv", ids + ["/bin/sh", "-c", "umask 022; exec \"$0\" \"$@\"", binary] + args)
+        return runProgramAs(uid, groups: groups, "/bin/sh", ["-c", "umask 022; exec \"$0\" \"$@\"", binary] + args)
     }
 
     /// Runs any program as `uid` (as `runAs`).

@@ -157,6 +157,24 @@ import Testing
         #expect(next.stderr.contains("show not recorded: cache busy"), "\(next.stderr)")
     }
 
+    /// A fetch whose commit finds the index lock held past a second waits for it (within
+    /// its deadline) instead of leaving its downloads uncommitted.
+    @Test func aDelayedCommitWaitsForTheLock() throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = [rig.cache + "/index.lock", "sleep", "2.5"]
+        try holder.run()
+        defer { holder.waitUntilExit() }
+        usleep(300_000)
+        let fetch = rig.run(["fetch", "--no-report", "--revalidate"])
+        #expect(fetch.status == 0, "committed once the lock was free: \(fetch.stderr)")
+        #expect(!fetch.stderr.contains("adcache: error:"), "\(fetch.stderr)")
+        let bounded = rig.run(["fetch", "--no-report", "--deadline", "0.5"])
+        #expect([0, 75].contains(bounded.status), "a deadline still bounds the wait: \(bounded.stderr)")
+    }
+
     /// The path a launch printed still opens after a fetch superseded its file.
     @Test func aPrintedPathOutlivesTheCommitThatSupersedesIt() throws {
         let dir = TempDir()

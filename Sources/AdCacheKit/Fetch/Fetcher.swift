@@ -613,6 +613,13 @@ final class Fetcher {
         throws
     {
         let ads = feed.ads
+        // A run's downloads are worth more than a second's wait: the commit waits for the
+        // index lock as long as the deadline allows (a minute without one), not the second a
+        // launch waits (SPEC §6; a fold by another command may hold it a while).
+        let wait = options.transfer.deadline.map { max(1, $0 - monotonicNow()) } ?? 60
+        let launchWait = store.lockTimeout
+        store.lockTimeout = max(launchWait, wait)
+        defer { store.lockTimeout = launchWait }
         let orphans: [String] = try store.update(warn: warn) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
