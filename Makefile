@@ -37,7 +37,10 @@ test:
 # written by `make order`) and, where glibc is 2.36 or later, packs the relative relocations
 # (DT_RELR) instead of listing 73,000 of them: a process maps about 4 MB less of its binary.
 # A toolchain without lld links as before (the binary works the same, maps more of itself).
-RELR := $(shell getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ split($$2, v, "."); if (v[1] > 2 || (v[1] == 2 && v[2] >= 36)) print "-Xlinker -z -Xlinker pack-relative-relocs" }')
+# Packed relocations are opt-in (`make release PACK_RELOCS=1`): they need glibc 2.36 on the device,
+# which would keep the package built on Debian 12 off Ubuntu 22.04 (glibc 2.35).
+RELR_FLAGS := $(shell getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ split($$2, v, "."); if (v[1] > 2 || (v[1] == 2 && v[2] >= 36)) print "-Xlinker -z -Xlinker pack-relative-relocs" }')
+RELR := $(if $(filter 1,$(PACK_RELOCS)),$(RELR_FLAGS),)
 LAYOUT := $(if $(shell command -v ld.lld 2>/dev/null),-Xswiftc -use-ld=lld \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/packaging/adcache.order -Xlinker --no-warn-symbol-ordering $(RELR))
 RELEASE_FLAGS = -c release --static-swift-stdlib --scratch-path .build-static --product adcache $(LAYOUT)
