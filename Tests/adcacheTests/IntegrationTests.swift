@@ -236,14 +236,15 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         s.dir.write("bin/mpv", "#!/bin/sh\necho mpv \"$@\"\n")
         chmod(bin + "/mpv", 0o755)
         try? FileManager.default.createSymbolicLink(atPath: bin + "/adcache", withDestinationPath: Adcache.binary)
-        let env = ["PATH": "\(bin):/usr/bin:/bin", "ADCACHE_DIR": s.cache]
+        let cooldown = s.dir.write("cooldown.conf", "cooldown = 60\n")
+        let env = ["PATH": "\(bin):/usr/bin:/bin", "ADCACHE_DIR": s.cache, "ADCACHE_CONFIG": cooldown]
         let r = sh(
             packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png", "/bin/echo", "app started"], env: env)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stdout.contains("--length=4"))   // spring-sale's duration
+        #expect(r.stdout.contains("--image-display-duration=4"))   // spring-sale's duration
         #expect(r.stdout.contains(s.cache + "/assets/"))
         #expect(r.stdout.hasSuffix("app started\n"))
-        // A relaunch within the cooldown shows nothing at all (version 1 showed the default).
+        // A relaunch within the configured cooldown shows nothing at all.
         let again = sh(
             packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png", "/bin/echo", "app"], env: env)
         #expect(again.stdout == "app\n", "\(again.stdout)")
@@ -257,5 +258,55 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         viaConfig["ADCACHE_CONFIG"] = conf
         let configured = sh(packageRoot + "/contrib/adcache-launcher", ["/opt/app/default.png"], env: viaConfig)
         #expect(configured.stdout.contains(other.cache + "/assets/"), "\(configured.stdout) \(configured.stderr)")
+    }
+
+    /// SPEC v3 (§9) and the field: the launcher bills only what a viewer shows, plays a
+    /// video to its end, passes on what `next` says, survives a typo and shows the default
+    /// image when `next` cannot choose; its sed fallback (no jq) keeps an id with quotes.
+    @Test func launcherBillsOnlyWhatItShows() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let bin = s.dir.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try? FileManager.default.createSymbolicLink(atPath: bin + "/adcache", withDestinationPath: Adcache.binary)
+        for tool in ["sed", "mktemp", "rm", "cat", "timeout"] {
+            try? FileManager.default.createSymbolicLink(
+                atPath: bin + "/" + tool, withDestinationPath: "/usr/bin/" + tool)
+        }
+        _ = s.dir.write("a.jpg", Media.jpeg())
+        _ = s.dir.write("v.mp4", Media.mp4())
+        let feed = s.dir.write(
+            "feed.json",
+            #"[{"id":"say \"hi\"","url":"a.jpg","duration":4,"priority":5,"meta":{"path":"/evil"}},"#
+                + #"{"id":"clip","url":"v.mp4","type":"video","duration":3,"placement":"video"}]"#)
+        #expect(s.run(["fetch", feed]).status == 0)
+        let launcher = packageRoot + "/contrib/adcache-launcher"
+        let noViewers = ["PATH": bin + ":/bin", "ADCACHE_DIR": s.cache, "ADCACHE_LAUNCHER_DRY_RUN": "1"]
+        // No viewer: nothing shown, and no show recorded (no impression billed).
+        let none = sh(launcher, ["/opt/app/default.png", "/bin/echo", "app"], env: noViewers)
+        #expect(none.stdout == "app\n" && none.stderr.contains("no viewer"), "\(none.stdout) \(none.stderr)")
+        #expect(s.run(["list"]).stdout.contains("0/∞"), "no show recorded")
+        #expect(!s.run(["stats"]).stdout.contains("say"), "nothing billed")
+
+        s.dir.write("bin/mpv", "#!/bin/sh\necho mpv \"$@\"\n")
+        chmod(bin + "/mpv", 0o755)
+        // jq is not on this PATH: the sed fallback reads the id whole, and the path not from meta.
+        let shown = sh(
+            launcher, ["/opt/app/default.png", "/bin/sh", "-c", "echo \"id=$ADCACHE_AD_ID\""], env: noViewers)
+        #expect(shown.stdout.contains("--image-display-duration=4 -- " + s.cache + "/assets/"), "\(shown.stdout)")
+        #expect(shown.stdout.hasSuffix("id=say \"hi\"\n"), "\(shown.stdout)")
+        // A typo in the configuration: next's warning is passed on, and the splash still shows.
+        var typo = noViewers
+        typo["ADCACHE_CONFIG"] = s.dir.write("typo.conf", "devic-id = k17\nplacement = video\n")
+        let video = sh(launcher, ["/opt/app/default.png"], env: typo)
+        #expect(video.stderr.contains("adcache-launcher: adcache: warning: "), "\(video.stderr)")
+        #expect(
+            video.stdout.contains("mpv --fs --really-quiet --no-audio -- " + s.cache + "/assets/"), "\(video.stdout)")
+        #expect(!video.stdout.contains("--length"), "a video plays to its end")
+        // next cannot run (a configuration file that is not there): the default image.
+        var broken = noViewers
+        broken["ADCACHE_CONFIG"] = s.dir.path + "/missing.conf"
+        let fallback = sh(launcher, ["/opt/app/default.png"], env: broken)
+        #expect(fallback.stdout.contains("-- /opt/app/default.png"), "\(fallback.stdout)")
+        #expect(fallback.stderr.contains("adcache-launcher: adcache: error: "), "\(fallback.stderr)")
     }
 }
