@@ -138,8 +138,11 @@ extension Option where Value == Int64 {
         return Option(spec: spec) { text, spec in
             guard let v = ByteSize.parse(text), v >= minimum else {
                 let least = minimum > 0 ? "a size of at least \(minimum) bytes, " : "a size "
+                // Say the range too: a number too long for it reads as no size at all.
                 throw UsageError(
-                    message: "option '--\(spec.long)' needs \(least)such as 500K, 100M or 2G (got '\(text)')")
+                    message:
+                        "option '--\(spec.long)' needs \(least)such as 500K, 100M or 2G, at most 8589934591G (got '\(text)')"
+                )
             }
             return v
         }

@@ -69,6 +69,8 @@ enum ReportCommand: Command {
         } else if !console.quiet {
             console.out(result.summary)
         }
+        // -v says why what stays queued stays (offline, a certificate, a 503).
+        if result.pending > 0, let why = result.lastError { console.note("not delivered: \(why)") }
         if let sig = Signals.received { return ExitCode(signal: sig) }
         return result.pending == 0 ? .success : .tempFail
     }

@@ -62,7 +62,8 @@ func jsonObject(_ text: String) throws -> [String: Any] {
                 "see 'adcache fetch --help'"
             ),
             (
-                ["prune", "--max-size", "10X"], "option '--max-size' needs a size such as 500K, 100M or 2G (got '10X')",
+                ["prune", "--max-size", "10X"],
+                "option '--max-size' needs a size such as 500K, 100M or 2G, at most 8589934591G (got '10X')",
                 "see 'adcache prune --help'"
             ),
             (

@@ -96,7 +96,8 @@ struct CurlAPI: @unchecked Sendable {
 
     private static func raw(_ lib: UnsafeMutableRawPointer, _ name: String) throws -> UnsafeMutableRawPointer {
         guard let p = dlsym(lib, name) else {
-            throw AdCacheError.libraryMissing("libcurl lacks \(name) (version 7.85 or later is needed)")
+            throw AdCacheError.libraryMissing(
+                "libcurl lacks \(name) (version 7.68 or later is needed: Debian package libcurl4)")
         }
         return p
     }
