@@ -92,4 +92,57 @@ import Testing
         #expect(
             Fetcher.span(90) == "2 minutes" && Fetcher.span(3600 * 5) == "5 hours" && Fetcher.span(86400) == "24 hours")
     }
+
+    /// SPEC v3 §6: the server's time is its `Date` plus the answer's `Age` — a CDN's copy
+    /// cached an hour is no clock an hour behind.
+    @Test func aCachedAnswersAgeIsNoClockError() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let body = Array(#"[{"id":"a","url":"a.jpg"}]"#.utf8)
+        h.setOverride { r in
+            guard r.path == "/feed.json" else { return nil }
+            let date = Self.httpDate(Date().timeIntervalSince1970 - 3600)   // stored an hour ago
+            return LoopbackServer.Response(
+                status: 200, headers: [("Content-Type", "application/json"), ("Date", date), ("Age", "3600")],
+                body: body)
+        }
+        let warnings = Collected()
+        _ = try fetch(h, warnings: warnings)
+        #expect(!warnings.messages.contains { $0.contains("device clock") }, "\(warnings.messages)")
+        #expect(try h.index().clockOffset == nil)
+    }
+
+    /// SPEC v3 §6: a feed's freshness is reckoned on the clock its own answer measured. With
+    /// the device two days ahead, a `max-age` of an hour keeps the feed fresh for an hour of
+    /// the server's time, not for two days and an hour.
+    @Test func freshnessIsReckonedOnTheMeasuredClock() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let body = Array(#"[{"id":"a","url":"a.jpg"}]"#.utf8)
+        h.setOverride { r in
+            guard r.path == "/feed.json" else { return nil }
+            return LoopbackServer.Response(
+                status: 200,
+                headers: [
+                    ("Content-Type", "application/json"), ("Date", Self.httpDate(Date().timeIntervalSince1970)),
+                    ("Cache-Control", "max-age=3600"),
+                ], body: body)
+        }
+        let ahead = 2 * 86400.0
+        let start = Date().timeIntervalSince1970 + ahead
+        func cache(after seconds: Double) -> AdCache {
+            AdCache(
+                .init(directory: h.store.directory, clock: .device { Date(timeIntervalSince1970: start + seconds) }))
+        }
+        var o = FetchOptions(feed: h.server.url("/feed.json"))
+        o.retries = 0
+        _ = try cache(after: 0).fetch(o)
+        let stored = try #require(try h.index().feed?.freshUntil)
+        #expect(abs(stored - (start - ahead + 3600)) < 120, "fresh until an hour of the server's time")
+        let asked = h.server.requests(to: "/feed.json").count
+        _ = try cache(after: 600).fetch(o)
+        #expect(h.server.requests(to: "/feed.json").count == asked, "fresh ten minutes later")
+        _ = try cache(after: 7200).fetch(o)
+        #expect(h.server.requests(to: "/feed.json").count == asked + 1, "asked again two hours later")
+    }
 }

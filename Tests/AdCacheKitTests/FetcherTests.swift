@@ -386,9 +386,12 @@ final class FetchHarness: @unchecked Sendable {
         _ = try h.fetch()
         #expect(h.server.log.count == 15)
         #expect(Freshness.until(["cache-control": "max-age=0"], receivedAt: 0) { _ in nil } == nil)
+        // A private cache: s-maxage is for shared ones (RFC 9111 §5.2.2.10); Age counts.
         #expect(
-            Freshness.until(["cache-control": "s-maxage=60, max-age=10", "age": "20"], receivedAt: 0) { _ in nil } == 40
-        )
+            Freshness.until(["cache-control": "s-maxage=600, max-age=10", "age": "20"], receivedAt: 0) { _ in nil }
+                == nil)
+        #expect(Freshness.until(["cache-control": "s-maxage=600"], receivedAt: 0) { _ in nil } == nil)
+        #expect(Freshness.until(["cache-control": "max-age=60", "age": "20"], receivedAt: 0) { _ in nil } == 40)
         #expect(Freshness.until(["expires": "x", "date": "y"], receivedAt: 0) { $0 == "x" ? 100 : 40 } == 60)
         #expect(Freshness.until([:], receivedAt: 0) { _ in 1 } == nil, "no heuristic freshness")
     }

@@ -32,6 +32,14 @@ final class Fetcher {
         }
     }
 
+    /// The device clock as it reads, uncorrected: what the server's time is measured against.
+    func deviceNow() -> Double {
+        switch clock {
+        case .device(let read): return read().timeIntervalSince1970
+        case .fixed(let date): return date.timeIntervalSince1970
+        }
+    }
+
     init(store: CacheStore, options: FetchOptions, warn: @escaping WarningSink) {
         self.store = store
         self.options = options
@@ -67,7 +75,7 @@ final class Fetcher {
         }
         let source = try FeedLocation(feedText)
         let previous = before.feed?.url == feedText ? before.feed : nil
-        let download: FeedDownload
+        var download: FeedDownload
         if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
             // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
             download = FeedDownload(
@@ -75,7 +83,11 @@ final class Fetcher {
                 etag: previous.etag, lastModified: previous.lastModified, freshUntil: fresh)
         } else {
             download = try downloadFeed(source, previous: previous, hasAds: !before.ads.isEmpty)
+            let offsetBefore = clockOffset ?? 0
             measureClock(download)
+            // Freshness on the clock as this answer measured it (a device clock days ahead
+            // must not keep the feed "fresh" for those days).
+            download.freshUntil = download.freshUntil.map { $0 + (clockOffset ?? 0) - offsetBefore }
         }
 
         var feed: Feed
@@ -265,8 +277,13 @@ final class Fetcher {
             }
             let response = try fetchFeed(request)
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
-            let receivedAt = Date().timeIntervalSince1970
-            let serverDate = response.headers["date"].flatMap { try? CurlAPI.shared.get().parseDate($0) }
+            let receivedAt = deviceNow()
+            // The server's time: its Date plus the Age of a cached answer (a CDN's copy is not
+            // a clock error, SPEC §6).
+            let age = response.headers["age"].flatMap(Double.init).map { max(0, min($0, 365 * 86400)) } ?? 0
+            let serverDate = response.headers["date"].flatMap { try? CurlAPI.shared.get().parseDate($0) }.map {
+                $0 + age
+            }
             let fresh = freshUntil(response.headers)
             if response.notModified {
                 return FeedDownload(

@@ -1,8 +1,9 @@
 import Foundation
 
 /// HTTP freshness (RFC 9111 §4.2), as a private cache reckons it: a response is fresh for
-/// `s-maxage`, else `max-age`, else `Expires` minus `Date`, less its `Age`; `no-store`,
-/// `no-cache` and `max-age=0` make it stale at once, and there is no heuristic freshness.
+/// `max-age`, else `Expires` minus `Date`, less its `Age`; `s-maxage` is for shared caches
+/// (§5.2.2.10) and is ignored; `no-store`, `no-cache` and `max-age=0` make it stale at once,
+/// and there is no heuristic freshness.
 enum Freshness {
     /// Until when (in `receivedAt`'s clock) a response with `headers` may be used without
     /// asking again, or nil: ask next time.
@@ -17,7 +18,7 @@ enum Freshness {
             return nil
         }
         var lifetime: Double
-        if let s = seconds("s-maxage") ?? seconds("max-age") {
+        if let s = seconds("max-age") {
             lifetime = s
         } else if let expires = headers["expires"] {
             guard let e = parseDate(expires) else { return nil }   // an invalid Expires is in the past
