@@ -218,6 +218,14 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
     /// treats it as damaged rather than as absent).
     var exists: Bool { status() != nil }
 
+    /// Device, inode, size and modification time of a regular file, or nil.
+    var identity: CacheStore.FileIdentity? {
+        guard let st = status(), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return CacheStore.FileIdentity(
+            device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+            mtime: FileIO.nanoseconds(st.st_mtim))
+    }
+
     /// True when the name is a symbolic link.
     var isLink: Bool { status().map { ($0.st_mode & S_IFMT) == S_IFLNK } ?? false }
 

@@ -125,12 +125,41 @@ final class CacheStore {
     /// be parsed is moved aside (`index.json.corrupt-<time>`, never over an earlier one) and
     /// the previous generation, if readable, takes its place.
     /// `journal`: its records when the caller has read them already (a fold).
-    func loadLocked(warn: WarningSink, forSelection: Bool = false, journal records: [JournalRecord]? = nil) throws
-        -> Loaded
-    {
-        var loaded = try loadLockedIndex(warn: warn, forSelection: forSelection)
+    /// `early`: the index as read before the lock was taken; used when the file is still
+    /// that one (it is only ever replaced whole, by a rename), so that a launch holds the lock
+    /// for the journal and its choice only, not for reading a large index.
+    func loadLocked(
+        warn: WarningSink, forSelection: Bool = false, journal records: [JournalRecord]? = nil,
+        early: IndexSnapshot? = nil
+    ) throws -> Loaded {
+        var loaded: Loaded
+        if let early, early.identity == indexFile.identity {
+            loaded = early.decoded.loaded(warn: warn)
+        } else {
+            loaded = try loadLockedIndex(warn: warn, forSelection: forSelection)
+        }
         loaded.unfolded = try applyJournal(&loaded.index, records: records, warn: warn)
         return loaded
+    }
+
+    /// The index file's identity: a replacement (a rename) or an edit changes it.
+    struct FileIdentity: Equatable {
+        var device: UInt64, inode: UInt64, size: Int64, mtime: Int64
+    }
+
+    /// An index as read without the lock, and which file it was read from.
+    struct IndexSnapshot {
+        var decoded: IndexCoder.Decoded
+        var identity: FileIdentity
+    }
+
+    /// Reads the index for selection without the lock; nil when there is none or it cannot
+    /// be read as it is (the locked path then deals with it).
+    func snapshotForSelection() -> IndexSnapshot? {
+        guard let before = indexFile.identity, case .success(let decoded)? = try? read(indexFile, forSelection: true),
+            indexFile.identity == before
+        else { return nil }
+        return IndexSnapshot(decoded: decoded, identity: before)
     }
 
     private func loadLockedIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {

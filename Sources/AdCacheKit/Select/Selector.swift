@@ -172,8 +172,12 @@ final class Selector {
             // The show and its impression: one line appended to the journal, under the index
             // lock — a few hundred bytes whatever the size of the index (SPEC §7, §8). The
             // index is read for the choice only; the chosen record is then read whole.
+            // The index is read before the lock (at 10,000 ads most of a launch's time): the
+            // lock covers the journal and the choice, so concurrent launches wait for each
+            // other milliseconds, not the index's reading.
+            let early = store.snapshotForSelection()
             return try store.withIndexLock {
-                let loaded = try store.loadLocked(warn: warn, forSelection: true)
+                let loaded = try store.loadLocked(warn: warn, forSelection: true, early: early)
                 var index = loaded.index
                 let t = moment.resolve(index)
                 if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
