@@ -206,6 +206,32 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(again.status == 64, "nothing remembered to fetch again")
     }
 
+    /// After `fetch -`, the remote feed fetched before answers 304 to its old validators: that
+    /// must not keep standard input's ads (the remembered feed forgets its validators).
+    @Test func aRemoteFeedAfterStandardInputIsReadWhole() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in
+            guard r.path == "/feed.json" else { return .file(jpeg, for: r) }
+            if r.header("If-None-Match") == "\"f1\"" { return LoopbackServer.Response(status: 304) }
+            return LoopbackServer.Response(
+                status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"f1\"")],
+                body: Array(#"[{"id":"remote","url":"r.jpg"}]"#.utf8))
+        }
+        defer { server.stop() }
+        #expect(s.run(["fetch", server.url("/feed.json")]).status == 0)
+        let stdin = #"[{"id":"piped","url":"\#(server.url("/p.jpg"))"}]"#
+        #expect(Adcache.call(["--cache-dir", s.cache, "fetch", "-"], stdin: Array(stdin.utf8)).status == 0)
+        let bare = s.run(["fetch"])
+        #expect(bare.status == 0, "\(bare.stderr)")
+        let json = s.run(["list", "--json"]).stdout
+        let ads = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+        let states = Dictionary(
+            uniqueKeysWithValues: ads.map { ($0["id"] as? String ?? "", $0["state"] as? String ?? "") })
+        #expect(states["remote"] == "ready", "\(states)")
+        #expect(states["piped"] == "withdrawn", "\(states)")
+    }
+
     @Test func nothingToShowIsExit1UnlessAFallbackIsGiven() throws {
         let s = Sandbox(); defer { s.remove() }
         let r = s.run(["next"])

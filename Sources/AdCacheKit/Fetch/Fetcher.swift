@@ -133,7 +133,11 @@ final class Fetcher {
         feedState.sha256 = feedDigest
         feedState.freshUntil = download.freshUntil
         // A feed read from standard input is not one a bare `fetch` can read again.
-        let remembered = source.isStandardInput ? before.feed : feedState
+        // Nor do the remote feed's validators describe these ads any more: without them the next
+        // bare fetch downloads that feed whole (a 304 would keep standard input's ads).
+        let remembered =
+            source.isStandardInput
+            ? before.feed.map { FeedSource(url: $0.url, finalUrl: $0.finalUrl, fetchedAt: $0.fetchedAt) } : feedState
         try commit(feed, results: results, feedState: remembered, clockOffset: clockOffset)
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
