@@ -33,7 +33,9 @@ enum FetchCommand: Command {
     static let jitter = Option.seconds(
         "jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).", range: 0...86400, default: "0")
     static let revalidate = Flag(
-        "revalidate", "Ask for the feed and every asset even while the server marked them fresh (Cache-Control).")
+        "revalidate",
+        "Ask for the feed and every asset even while the server marked them fresh (Cache-Control), and retry what waits out the back-off of a failure for good."
+    )
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")

@@ -422,7 +422,10 @@ final class FetchHarness: @unchecked Sendable {
         // The back-off doubled: 59 minutes on, still waiting.
         _ = try h.fetch(at: t0 + 1801 + 3540)
         #expect(h.server.requests(to: "/a.jpg").count == 2)
-        #expect(try h.index().ads[0].failures == 2)
+        // --revalidate asks anyway (a person who fixed the server need not wait).
+        _ = try h.fetch(at: t0 + 1801 + 3541) { $0.revalidate = true }
+        #expect(h.server.requests(to: "/a.jpg").count == 3)
+        #expect(try h.index().ads[0].failures == 3)
         // The feed corrects the sha256: tried at once, and the record forgets the failures.
         h.feed(#"[{"id":"a","url":"a.jpg","sha256":"\#(Media.sha256(body))"}]"#)
         #expect(try h.fetch(at: t0 + 1801 + 3600).ads[0].outcome == .downloaded)

@@ -417,10 +417,11 @@ final class Fetcher {
                 results[ad.id] = reused
                 continue
             }
-            // Failed for good before, and nothing it depends on changed: wait out the back-off.
+            // Failed for good before, and nothing it depends on changed: wait out the back-off
+            // (`--revalidate` asks anyway: after the server was fixed, a person need not wait).
             var retrying: String?
             if let known = byID[ad.id], known.failedFor == failureKey(ad), let until = known.retryAt {
-                guard t >= until else {
+                guard t >= until || options.revalidate else {
                     let wait = Fetcher.span(until - t)
                     var r = AssetResult.failedForGood(
                         (known.error ?? "\(ad.url): failed") + " (not retried for \(wait))")
