@@ -147,11 +147,20 @@ final class Pruner {
     /// Only asset names are ever deleted in `assets/` (SPEC §6), and none dated within the
     /// grace (on the real clock either way: a clock set back never keeps a file for good).
     private func orphans(named: Set<String>, report: inout PruneReport) -> [CacheFile] {
+        Self.orphans(in: store, named: named).map { file in
+            report.removed.append(.init(id: nil, reason: "orphan", file: file.name, bytes: file.size ?? 0))
+            return file
+        }
+    }
+
+    /// The asset files no record names and past the grace: what prune sweeps, and what a
+    /// fetch sweeps after its commit (downloads a killed fetch moved into place and never
+    /// committed). The caller holds the fetch lock and an index that is not being recovered.
+    static func orphans(in store: CacheStore, named: Set<String>) -> [CacheFile] {
         let now = Date().timeIntervalSince1970
         return store.dir.list(.assets).filter { AssetName.isValid($0) && !named.contains($0) }.compactMap { name in
             let file = store.asset(name)
-            if let stamp = file.stamp, abs(now - Double(stamp.mtime) / 1e9) < Self.supersededGrace { return nil }
-            report.removed.append(.init(id: nil, reason: "orphan", file: name, bytes: file.size ?? 0))
+            if let stamp = file.stamp, abs(now - Double(stamp.mtime) / 1e9) < supersededGrace { return nil }
             return file
         }
     }

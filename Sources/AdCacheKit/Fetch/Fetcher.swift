@@ -138,7 +138,8 @@ final class Fetcher {
         let remembered =
             source.isStandardInput
             ? before.feed.map { FeedSource(url: $0.url, finalUrl: $0.finalUrl, fetchedAt: $0.fetchedAt) } : feedState
-        try commit(feed, results: results, feedState: remembered, clockOffset: clockOffset)
+        try commit(
+            feed, results: results, feedState: remembered, clockOffset: clockOffset, sweep: !before.ads.isEmpty)
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
         report.interrupted = options.isCancelled?() == true
@@ -631,9 +632,11 @@ final class Fetcher {
 
     /// Merges the results into the index as it is now (keeping shows recorded meanwhile),
     /// withdraws what the feed no longer lists, and deletes files nothing names any more.
-    private func commit(_ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?)
-        throws
-    {
+    /// `sweep`: also delete what an interrupted predecessor left in assets/ (not after a
+    /// rebuild of a lost index, whose files the next run may still confirm).
+    private func commit(
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?, sweep: Bool
+    ) throws {
         let ads = feed.ads
         // A run's downloads are worth more than a second's wait: the commit waits for the
         // index lock as long as the deadline allows (a minute without one), not the second a
@@ -642,6 +645,7 @@ final class Fetcher {
         let launchWait = store.lockTimeout
         store.lockTimeout = max(launchWait, wait)
         defer { store.lockTimeout = launchWait }
+        var leftovers: [CacheFile] = []
         let orphans: [String] = try store.update(warn: warn) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
@@ -664,8 +668,12 @@ final class Fetcher {
             index.reportUrl = feed.reportUrl
             index.clockOffset = clockOffset
             let filesAfter = Set(merged.compactMap(\.file))
+            // What an interrupted predecessor moved into assets/ and never committed (this
+            // run holds the fetch lock): gone once past the grace, as prune would.
+            if sweep { leftovers = Pruner.orphans(in: store, named: filesAfter.union(filesBefore)) }
             return Array(filesBefore.subtracting(filesAfter))
         }
+        for file in leftovers { file.remove() }
         CrashPoint.reach("fetch.afterCommit")
         // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
         // for `prune` to delete once the grace has passed.
