@@ -1,3 +1,4 @@
+import AdCacheKit
 import Foundation
 import TestSupport
 import Testing
@@ -113,5 +114,28 @@ import Testing
         let next = Adcache.run(["--cache-dir", cache, "next"])
         #expect(next.status == 0 && next.stdout.hasPrefix(cache + "/assets/"), "\(next.stderr)")
         sentinels.check(after: "the last fetch")
+    }
+
+    /// A fifo planted where a download resumes (`partial/<hash>.part`) or where the journal
+    /// goes cannot make a run hang: nothing in the cache is opened so that it waits.
+    @Test func aPlantedFifoNeverBlocksARun() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let server = try LoopbackServer { r in
+            r.path == "/feed.json" ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(Media.jpeg(3000), for: r)
+        }
+        defer { server.stop() }
+        let cache = dir.path + "/cache"
+        try FileManager.default.createDirectory(atPath: cache + "/partial", withIntermediateDirectories: true)
+        let hash = try AdCache.sha256(Array(server.url("/a.jpg").utf8))
+        #expect(mkfifo(cache + "/partial/\(hash).part", 0o644) == 0)
+        #expect(mkfifo(cache + "/partial/\(hash).part.validator", 0o644) == 0)
+        #expect(mkfifo(cache + "/journal", 0o644) == 0)
+        for command in [["fetch", server.url("/feed.json")], ["next"], ["stats"], ["prune"]] {
+            let r = runProgram("/usr/bin/timeout", ["20", Adcache.binary, "--cache-dir", cache] + command)
+            #expect(r.status != 124, "\(command) hung on a fifo")
+            #expect([0, 1, 75].contains(r.status), "\(command): \(r.status) \(r.stderr)")
+        }
+        #expect(Adcache.run(["--cache-dir", cache, "list"]).stdout.contains("ready"))
     }
 }

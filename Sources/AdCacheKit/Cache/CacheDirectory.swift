@@ -243,14 +243,13 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Opening
 
-    /// Opens the file itself (`O_NOFOLLOW`): -1 with errno set (`ELOOP` for a link). A file
-    /// opened for reading must be a regular file (a fifo planted in its place cannot block
-    /// us: the open does not wait).
+    /// Opens the file itself (`O_NOFOLLOW`): -1 with errno set (`ELOOP` for a link). It must
+    /// be a regular file; a fifo planted in its place cannot block us (`O_NONBLOCK`, which a
+    /// regular file ignores: the open does not wait, and a write-only one fails `ENXIO`).
     func open(_ flags: Int32, mode: mode_t = 0o666) -> Int32 {
         let dir = dirfd
         guard dir >= 0 else { return -1 }
-        let reading = flags & O_ACCMODE == O_RDONLY
-        let fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC | (reading ? O_NONBLOCK : 0), mode)
+        let fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode)
         guard fd >= 0 else { return -1 }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
