@@ -276,6 +276,23 @@ import Testing
     /// sends nothing); an events.json that cannot be read is set aside with a warning and the
     /// journal's events are not lost; an event queued for a batch when no report URL is known
     /// any more is dropped and counted, never left pending forever.
+    /// events.json keeps a previous generation (SPEC §3: as durable as the index): a damaged
+    /// one is set aside and the previous one read, losing at most the last change.
+    @Test func aDamagedQueueFallsBackToItsPreviousGeneration() throws {
+        let p = try Harness()
+        for _ in 0..<2 { _ = try p.cache().shown() }
+        _ = try p.cache().prune()   // a fold: events.json with both shows
+        _ = try p.cache().shown()
+        _ = try p.cache().prune()   // another: the first becomes events.json.old
+        #expect(Disk.exists(p.h.store.directory + "/events.json.old"))
+        try Data("{\"version\": 1, \"queue\": [".utf8).write(to: URL(fileURLWithPath: p.h.store.eventsPath))
+        let warnings = Collected()
+        let log = try p.h.store.loadEvents(warn: warnings.add, setAside: true)
+        #expect(warnings.messages.contains { $0.contains("using events.json.old") }, "\(warnings.messages)")
+        #expect(log.queue.count == 2, "the previous generation's queue, not an empty one")
+        #expect(log.days.values.flatMap(\.values).reduce(0) { $0 + $1.shows } == 2)
+    }
+
     @Test func aBusyReportACorruptQueueAndAVanishedReportURL() throws {
         let p = try Harness()
         p.reportUrl = p.h.server.url("/report")

@@ -72,6 +72,16 @@ import Testing
             try (stats()["days"] as? [[String: Any]] ?? []).reduce(0) { $0 + (($1["shows"] as? Int) ?? 0) }
         }
 
+        /// Another command holding index.lock for `seconds` (flock), from about 0.3 s from now.
+        func holdIndexLock(seconds: Double) throws -> Process {
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+            holder.arguments = [cache + "/index.lock", "sleep", String(seconds)]
+            try holder.run()
+            usleep(300_000)
+            return holder
+        }
+
         func remove() {
             server.stop()
             dir.remove()
@@ -147,12 +157,8 @@ import Testing
     @Test func aBusyLockNeverCostsTheSplash() throws {
         let rig = try Rig()
         defer { rig.remove() }
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        holder.arguments = [rig.cache + "/index.lock", "sleep", "3"]
-        try holder.run()
+        let holder = try rig.holdIndexLock(seconds: 3)
         defer { holder.waitUntilExit() }
-        usleep(300_000)
         let next = rig.run(["next"])
         #expect(next.status == 0, "\(next.stderr)")
         #expect(next.stdout.hasPrefix(rig.cache + "/assets/"), "\(next.stdout)")
@@ -164,12 +170,8 @@ import Testing
     @Test func aDelayedCommitWaitsForTheLock() throws {
         let rig = try Rig()
         defer { rig.remove() }
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        holder.arguments = [rig.cache + "/index.lock", "sleep", "2.5"]
-        try holder.run()
+        let holder = try rig.holdIndexLock(seconds: 2.5)
         defer { holder.waitUntilExit() }
-        usleep(300_000)
         let fetch = rig.run(["fetch", "--no-report", "--revalidate"])
         #expect(fetch.status == 0, "committed once the lock was free: \(fetch.stderr)")
         #expect(!fetch.stderr.contains("adcache: error:"), "\(fetch.stderr)")

@@ -13,6 +13,9 @@ struct DeliveryOutcome: Equatable, Sendable {
     /// so that the next run sends what it never tried before what it tried).
     var delivered: Bool?
 
+    /// Which delivery it names: the first nonce and the URL.
+    var key: String { "\(nonces.first ?? "") \(url ?? "")" }
+
     func line() -> [UInt8] {
         var w = JSONWriter(indent: nil, capacity: 128)
         w.beginObject()

@@ -34,14 +34,6 @@ final class Reporter {
             }
         }
 
-        /// The first nonce and the URL: which delivery an attempt line names.
-        var key: String {
-            switch self {
-            case .tracker(let nonce, let url): return "\(nonce) \(url)"
-            case .batch(let nonces): return "\(nonces.first ?? "") "
-            }
-        }
-
         func outcome(delivered: Bool?) -> DeliveryOutcome {
             switch self {
             case .tracker(let nonce, let url): return DeliveryOutcome(nonces: [nonce], url: url, delivered: delivered)
@@ -74,12 +66,11 @@ final class Reporter {
         // What an earlier run began but never finished (killed mid-flight) goes last, so
         // that runs killed early over and over never send the same deliveries each time.
         var attempts: [String: Int] = [:]
-        for o in store.deliveryLog.read() where o.delivered == nil {
-            attempts["\(o.nonces.first ?? "") \(o.url ?? "")", default: 0] += 1
-        }
+        for o in store.deliveryLog.read() where o.delivered == nil { attempts[o.key, default: 0] += 1 }
         if !attempts.isEmpty {   // the fewest attempts first, then in queue order
+            let keys = deliveries.map { $0.outcome(delivered: nil).key }
             let order = deliveries.indices.sorted { a, b in
-                let ta = attempts[deliveries[a].key] ?? 0, tb = attempts[deliveries[b].key] ?? 0
+                let ta = attempts[keys[a]] ?? 0, tb = attempts[keys[b]] ?? 0
                 return ta != tb ? ta < tb : a < b
             }
             deliveries = order.map { deliveries[$0] }

@@ -23,6 +23,8 @@ final class Fetcher {
     /// The feed server's clock minus the device's, when they differ by more than
     /// `clockTolerance` (the last measurement's until this run measures).
     private(set) var clockOffset: Double?
+    /// `pastShows` as read this run, and the day it was read for.
+    private var pastShowsRead: (today: Int, counts: [String: (total: Int64, today: Int64)])?
     static let clockTolerance: Double = 300
 
     func now() -> Double {
@@ -687,6 +689,14 @@ extension Fetcher {
     /// as expired by a clock set ahead, withdrawn and back) resumes its count, so that its
     /// `maxShows` and `maxShowsPerDay` are never exceeded. The caller holds the index lock.
     func pastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
+        // Read once a run: events.json may be large, and the asset stage and the commit both ask.
+        if let cached = pastShowsRead, cached.today == today { return cached.counts }
+        let counts = readPastShows(today: today)
+        pastShowsRead = (today, counts)
+        return counts
+    }
+
+    private func readPastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
         guard var log = try? store.loadEvents(warn: { _ in }, setAside: false) else { return [:] }
         let records = (try? store.journal.read(warn: { _ in }, deliveries: false)) ?? []
         log.fold(records, bounds: EventBounds(maxEvents: .max, maxAge: 36500), now: Double(today) * 86400)
