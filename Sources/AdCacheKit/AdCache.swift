@@ -109,14 +109,15 @@ public final class AdCache {
     /// cache holds no ad with that id.
     public func event(_ event: AdEvent, id: String) throws {
         guard store.exists else { throw AdCacheError.unknownAd("no ad '\(id)' in the cache (it is empty)") }
-        try store.withIndexLock {
-            let index = try store.loadLocked(warn: configuration.diagnostics).index
+        let journal = store.journal
+        try journal.withLock(timeout: store.lockTimeout) {
+            let index = try store.loadLocked(warn: configuration.diagnostics, repair: false).index
             guard let ad = index.ads.first(where: { $0.id == id }) else {
                 throw AdCacheError.unknownAd("no ad '\(id)' in the cache")
             }
             let record = configuration.proofOfPlay.record(
                 event.rawValue, of: ad, at: moment.resolve(index), reportUrl: index.reportUrl)
-            try store.journal.append(record)
+            try journal.append(record)
         }
     }
 

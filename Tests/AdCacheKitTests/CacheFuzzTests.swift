@@ -80,11 +80,17 @@ import Testing
         for _ in 0..<3 { _ = try cache().next() }   // shows in the journal
         _ = try cache().fetch(FetchOptions(feed: feed))   // index.json.old
         for _ in 0..<2 { _ = try cache().next() }
+        // A fold cut short after its first step: the journal moved aside, launches since.
+        try #require(rename(cacheDir + "/journal", cacheDir + "/journal.folding") == 0)
+        for _ in 0..<2 { _ = try cache().next() }
         FileManager.default.createFile(
             atPath: cacheDir + "/partial/" + String(repeating: "b", count: 64) + ".part",
             contents: Data(Media.jpeg(70_000)))
         let seed = try Self.snapshot(cacheDir)
-        for name in ["index.json", "index.json.old", "journal", "events.json", "fetch.lock", "index.lock"] {
+        for name in [
+            "index.json", "index.json.old", "journal", "journal.folding", "events.json", "fetch.lock", "index.lock",
+            "journal.lock",
+        ] {
             try #require(seed[name] != nil, "the seed has \(name): \(seed.keys.sorted())")
         }
 
@@ -227,7 +233,7 @@ struct Mutator {
                 symlink(outside, folder)
             default:
                 kind = "json"
-                bytes = Self.mutateJSON(bytes, lines: name == "journal", &rng)
+                bytes = Self.mutateJSON(bytes, lines: name.hasPrefix("journal"), &rng)
             }
             if ["truncate", "bytes", "json"].contains(kind) {
                 FileManager.default.createFile(atPath: path, contents: Data(bytes))

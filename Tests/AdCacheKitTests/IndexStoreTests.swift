@@ -66,13 +66,17 @@ import Testing
         let listed = try f.cache(at: 1_803_859_200, warn: warnings.add).list()
         #expect(listed.map(\.shows) == [7], "the last change is lost, not the counts")
         #expect(warnings.messages.first?.hasSuffix("using index.json.old, the previous generation") == true)
-        // A recording show moves the torn index aside and carries on from the old generation.
+        // A recording show carries on from the old generation, and leaves the torn index to
+        // a command that holds the index lock (a launch holds only the journal's).
         _ = try f.cache(at: 1_803_859_200).shown()
+        #expect(try f.index().ads.map(\.shows) == [8])
+        #expect(Disk.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }.isEmpty)
+        _ = try f.cache(at: 1_803_859_200).prune()
         #expect(try f.index().ads.map(\.shows) == [8])
         // Two corruptions in one second keep both files.
         for text in ["garbage one", "garbage two"] {
             FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(text.utf8))
-            _ = try f.cache(at: 1_803_859_200).shown()
+            _ = try f.cache(at: 1_803_859_200).prune()
         }
         let aside = Disk.list(f.store.directory).filter { $0.hasPrefix("index.json.corrupt-") }
         #expect(aside.count == 3)

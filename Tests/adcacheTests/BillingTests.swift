@@ -72,11 +72,12 @@ import Testing
             try (stats()["days"] as? [[String: Any]] ?? []).reduce(0) { $0 + (($1["shows"] as? Int) ?? 0) }
         }
 
-        /// Another command holding index.lock for `seconds` (flock), from about 0.3 s from now.
-        func holdIndexLock(seconds: Double) throws -> Process {
+        /// Another command holding `lock` (index.lock by default) for `seconds` (flock), from
+        /// about 0.3 s from now.
+        func holdLock(_ lock: String = "index.lock", seconds: Double) throws -> Process {
             let holder = Process()
             holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-            holder.arguments = [cache + "/index.lock", "sleep", String(seconds)]
+            holder.arguments = [cache + "/" + lock, "sleep", String(seconds)]
             try holder.run()
             usleep(300_000)
             return holder
@@ -152,13 +153,24 @@ import Testing
         #expect(try rig.shows() >= 2)
     }
 
-    /// A launch while another command holds the index lock past its second: the choice is
-    /// printed (never nothing), the show is not recorded, exit 0.
+    /// A launch while another command holds the index lock (a fold, a commit) for 3 s: it
+    /// never waits for it — the show is recorded at once. While the journal's own lock is
+    /// held past its second (which no command does): the choice is printed (never nothing),
+    /// the show is not recorded, exit 0.
     @Test func aBusyLockNeverCostsTheSplash() throws {
         let rig = try Rig()
         defer { rig.remove() }
-        let holder = try rig.holdIndexLock(seconds: 3)
-        defer { holder.waitUntilExit() }
+        let before = try rig.shows()
+        let holder = try rig.holdLock(seconds: 3)
+        let recorded = rig.run(["next"])
+        #expect(holder.isRunning, "the show was recorded while index.lock was still held")
+        #expect(recorded.status == 0 && recorded.stderr.isEmpty, "\(recorded.stderr)")
+        #expect(recorded.stdout.hasPrefix(rig.cache + "/assets/"), "\(recorded.stdout)")
+        holder.waitUntilExit()
+        #expect(try rig.shows() == before + 1)
+
+        let journalHolder = try rig.holdLock("journal.lock", seconds: 3)
+        defer { journalHolder.waitUntilExit() }
         let next = rig.run(["next"])
         #expect(next.status == 0, "\(next.stderr)")
         #expect(next.stdout.hasPrefix(rig.cache + "/assets/"), "\(next.stdout)")
@@ -170,7 +182,7 @@ import Testing
     @Test func aDelayedCommitWaitsForTheLock() throws {
         let rig = try Rig()
         defer { rig.remove() }
-        let holder = try rig.holdIndexLock(seconds: 2.5)
+        let holder = try rig.holdLock(seconds: 2.5)
         defer { holder.waitUntilExit() }
         let fetch = rig.run(["fetch", "--no-report", "--revalidate"])
         #expect(fetch.status == 0, "committed once the lock was free: \(fetch.stderr)")

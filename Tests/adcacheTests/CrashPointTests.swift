@@ -89,7 +89,7 @@ import Testing
 
     /// The fold's steps: events.json written, the index written, the journal emptied.
     @Test(arguments: [
-        "fold.afterEvents", "fold.afterIndex", "fold.afterTruncate", "write.events.json.beforeRename",
+        "fold.afterMove", "fold.afterEvents", "fold.afterIndex", "fold.afterRemove", "write.events.json.beforeRename",
         "write.index.json.beforeRename",
     ])
     func aFoldCutShortCountsEveryShowOnce(point: String) throws {

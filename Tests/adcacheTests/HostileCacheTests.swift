@@ -16,7 +16,8 @@ import Testing
 
     /// Every file adcache opens at the top of the cache.
     static let files = [
-        "journal", "fetch.lock", "index.lock", "report.lock", "index.json", "index.json.old", "index.json.tmp",
+        "journal", "journal.folding", "journal.lock", "fetch.lock", "index.lock", "report.lock", "index.json",
+        "index.json.old", "index.json.tmp",
         "index.json.old.tmp", "events.json", "events.json.tmp",
     ]
 

@@ -334,6 +334,15 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
         return fd >= 0 && unlinkat(fd, name, 0) == 0
     }
 
+    /// The name goes, whatever is there (a file, a link, an empty directory); true when
+    /// nothing is left by that name.
+    @discardableResult
+    func removeEntry() -> Bool {
+        let fd = dirfd
+        guard fd >= 0 else { return false }
+        return unlinkat(fd, name, 0) == 0 || errno == ENOENT || unlinkat(fd, name, AT_REMOVEDIR) == 0
+    }
+
     /// renameat within the cache; false with errno set.
     func rename(to target: CacheFile) -> Bool {
         let from = dirfd

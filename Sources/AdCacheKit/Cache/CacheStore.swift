@@ -90,7 +90,7 @@ final class CacheStore {
     }
 
     /// Shows and events appended since the last fold.
-    var journal: Journal { Journal(file: dir.file("journal")) }
+    var journal: Journal { Journal(in: dir) }
 
     /// Applies the journal's records that `index` does not hold yet (SPEC §6: show counts
     /// survive a recovery to the previous generation). True when there were some.
@@ -112,13 +112,17 @@ final class CacheStore {
     /// As `load`; `forSelection` reads only what choosing an ad needs of each record (`next`
     /// at every launch), and `Loaded.complete` reads the chosen one whole.
     func load(warn: WarningSink, forSelection: Bool) throws -> Loaded {
-        var loaded: Loaded
-        switch try read(indexFile, forSelection: forSelection) {
-        case .success(let decoded): loaded = decoded.loaded(warn: warn)
-        case .failure(let unreadable): loaded = try fallBack(unreadable.reason, movedTo: nil, warn: warn)
-        }
+        var loaded = try loadIndex(warn: warn, forSelection: forSelection)
         try applyJournal(&loaded.index, warn: warn)
         return loaded
+    }
+
+    /// The index file, or its previous generation when it cannot be read; nothing moved.
+    private func loadIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {
+        switch try read(indexFile, forSelection: forSelection) {
+        case .success(let decoded): return decoded.loaded(warn: warn)
+        case .failure(let unreadable): return try fallBack(unreadable.reason, movedTo: nil, warn: warn)
+        }
     }
 
     /// As `load`, for a caller that holds the index lock and may write: an index that cannot
@@ -128,15 +132,19 @@ final class CacheStore {
     /// `early`: the index as read before the lock was taken; used when the file is still
     /// that one (it is only ever replaced whole, by a rename), so that a launch holds the lock
     /// for the journal and its choice only, not for reading a large index.
+    /// `repair: false` for a caller that holds only the journal lock (a launch, an event): an
+    /// unreadable index is read as `load` reads it, and left where it is.
     func loadLocked(
         warn: WarningSink, forSelection: Bool = false, journal records: [JournalRecord]? = nil,
-        early: IndexSnapshot? = nil
+        early: IndexSnapshot? = nil, repair: Bool = true
     ) throws -> Loaded {
         var loaded: Loaded
         if let early, early.identity == indexFile.identity {
             loaded = early.decoded.loaded(warn: warn)
-        } else {
+        } else if repair {
             loaded = try loadLockedIndex(warn: warn, forSelection: forSelection)
+        } else {
+            loaded = try loadIndex(warn: warn, forSelection: forSelection)
         }
         loaded.unfolded = try applyJournal(&loaded.index, records: records, warn: warn)
         return loaded
@@ -258,10 +266,11 @@ final class CacheStore {
         }
     }
 
-    /// Runs `body` holding the index lock, waiting at most `lockTimeout` for it (exit 75).
-    func withIndexLock<T>(_ body: () throws -> T) throws -> T {
+    /// Runs `body` holding the index lock, waiting at most `timeout` (`lockTimeout`) for it
+    /// (exit 75).
+    func withIndexLock<T>(timeout: Double? = nil, _ body: () throws -> T) throws -> T {
         let lock = FileLock(indexLockFile)
-        guard try lock.lock(timeout: lockTimeout) else {
+        guard try lock.lock(timeout: timeout ?? lockTimeout) else {
             throw AdCacheError.busy("the cache is busy (index.lock is held); try again")
         }
         defer { lock.unlock() }
@@ -710,7 +719,7 @@ extension CacheStore {
         defer { fetchLock.unlock() }
         return try withIndexLock {
             if events {
-                journal.file.remove()
+                try journal.withLock(timeout: lockTimeout) { journal.removeAll() }
                 eventsFile.remove()
             } else {
                 try fold()

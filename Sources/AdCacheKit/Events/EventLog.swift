@@ -306,10 +306,12 @@ extension CacheStore {
         try replaceKeepingPrevious(eventsFile, previous: oldEventsFile, with: log.encode())
     }
 
-    /// Folds the journal into the event log and the index, then empties it — in that order,
-    /// each step durable before the next, so a crash anywhere folds nothing twice: the log
-    /// remembers the last record it took, the index the last show it holds. Holds the index
-    /// lock (no network). Returns the event log and the index as folded.
+    /// Folds the journal into the event log and the index, then removes what it folded — in
+    /// that order, each step durable before the next, so a crash anywhere folds nothing
+    /// twice: the log remembers the last record it took, the index the last show it holds.
+    /// Holds the index lock (no network), and the journal lock only to move the journal aside
+    /// and to remove it (`Journal`): launches never wait for a fold. Returns the event log
+    /// and the index as folded.
     @discardableResult
     func foldJournal(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> (
         log: EventLog, index: CacheIndex
@@ -323,15 +325,21 @@ extension CacheStore {
     func foldJournalLocked(bounds: EventBounds, now: (CacheIndex) -> Double, warn: WarningSink) throws -> (
         log: EventLog, index: CacheIndex
     ) {
-        let records = try journal.read(warn: warn)   // read once: for the queue and the index
+        let journal = self.journal
+        if journal.file.size ?? 0 > 0 { try journal.withLock(timeout: lockTimeout) { try journal.moveAside() } }
+        // Read once, for the queue and the index: both files, so also what launches appended
+        // since the move.
+        let records = try journal.read(warn: warn)
         let loaded = try loadLocked(warn: warn, journal: records)
         var log = try loadEvents(warn: warn, setAside: true)
         if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
         CrashPoint.reach("fold.afterEvents")
         if loaded.unfolded { try save(loaded.index) }
         CrashPoint.reach("fold.afterIndex")
-        if journal.size > 0 { try journal.truncate() }
-        CrashPoint.reach("fold.afterTruncate")
+        if journal.folding.status() != nil {
+            try journal.withLock(timeout: lockTimeout) { try journal.removeFolded() }
+        }
+        CrashPoint.reach("fold.afterRemove")
         return (log, loaded.index)
     }
 }

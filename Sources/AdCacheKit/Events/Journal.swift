@@ -98,50 +98,65 @@ struct JournalRecord: Equatable, Sendable {
 }
 
 /// `journal` in the cache directory: shows and events appended one line each, with one
-/// fdatasync, under the index lock. A recorded show therefore writes a few hundred bytes
-/// whatever the size of the index (SPEC §7); loading the index applies the records it does
-/// not hold yet, and `fetch`, `report`, `prune` and `clear` fold the journal into the index
-/// and the event queue, then empty it.
+/// fdatasync, under the journal's own small lock (`journal.lock`). A recorded show therefore
+/// writes a few hundred bytes whatever the size of the index (SPEC §7), and waits for no
+/// fold. Loading the index applies the records it does not hold yet; `fetch`, `report`,
+/// `prune` and `clear` fold the journal into the index and the event queue: under the
+/// journal lock it is moved aside to `journal.folding` (a rename), the long work is done
+/// under the index lock only, and `journal.folding` is removed, again under the journal
+/// lock. Every reader reads both, `journal.folding` first (`read`).
 struct Journal {
     let file: CacheFile
+    /// The journal a fold moved aside and has not finished with.
+    let folding: CacheFile
+    let lockFile: CacheFile
     var path: String { file.path }
 
-    /// The records, in order. A last line without its newline (a write cut short by a crash,
-    /// before the show was reported) is not a record; a line that cannot be read is skipped
-    /// with a warning, and so is a second line with a nonce already read (a record is its
-    /// nonce: a line copied is neither counted nor delivered twice).
+    init(in dir: CacheDirectory) {
+        file = dir.file("journal")
+        folding = dir.file("journal.folding")
+        lockFile = dir.file("journal.lock")
+    }
+
+    /// The records of `journal.folding`, then of `journal`, in order; each record's line is
+    /// its line in its own file (a rename keeps it). A last line without its newline (a write
+    /// cut short by a crash, before the show was reported) is not a record; a line that
+    /// cannot be read is skipped with a warning, and so is a second line with a nonce already
+    /// read (a record is its nonce: a line copied is neither counted nor delivered twice).
     func read(warn: WarningSink, deliveries: Bool = true) throws -> [JournalRecord] {
-        guard let st = file.status() else { return [] }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link is never followed: no journal
-            warn(Diagnostic(.index, "\(path) is not a regular file (a symbolic link?); not read"))
-            return []
-        }
-        let bytes: [UInt8]
-        do {
-            bytes = try file.read()
-        } catch let e as AdCacheError {
-            throw AdCacheError.io(e.message)
-        }
         var records: [JournalRecord] = []
         var nonces = Set<String>()
         var damaged = 0
         var copies = 0
-        bytes.withUnsafeBufferPointer { all in
-            var start = 0
-            var n = 0
-            while let end = all[start...].firstIndex(of: 0x0A) {
-                if end > start {
-                    if var r = JournalRecord(
-                        line: UnsafeBufferPointer(rebasing: all[start..<end]), deliveries: deliveries)
-                    {
-                        r.lineNumber = n
-                        if nonces.insert(r.nonce).inserted { records.append(r) } else { copies += 1 }
-                    } else {
-                        damaged += 1
+        for file in [folding, file] {
+            guard let st = file.status() else { continue }
+            guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link is never followed: no journal
+                warn(Diagnostic(.index, "\(file.path) is not a regular file (a symbolic link?); not read"))
+                continue
+            }
+            let bytes: [UInt8]
+            do {
+                bytes = try file.read()
+            } catch let e as AdCacheError {
+                throw AdCacheError.io(e.message)
+            }
+            bytes.withUnsafeBufferPointer { all in
+                var start = 0
+                var n = 0
+                while let end = all[start...].firstIndex(of: 0x0A) {
+                    if end > start {
+                        if var r = JournalRecord(
+                            line: UnsafeBufferPointer(rebasing: all[start..<end]), deliveries: deliveries)
+                        {
+                            r.lineNumber = n
+                            if nonces.insert(r.nonce).inserted { records.append(r) } else { copies += 1 }
+                        } else {
+                            damaged += 1
+                        }
                     }
+                    start = end + 1
+                    n += 1
                 }
-                start = end + 1
-                n += 1
             }
         }
         if damaged > 0 {
@@ -155,9 +170,20 @@ struct Journal {
         return records
     }
 
+    /// Runs `body` holding the journal lock, waiting at most `timeout` for it (exit 75).
+    /// Held for an append, or for a fold's rename and removal: never for long.
+    func withLock<T>(timeout: Double, _ body: () throws -> T) throws -> T {
+        let lock = FileLock(lockFile)
+        guard try lock.lock(timeout: timeout) else {
+            throw AdCacheError.busy("the cache is busy (journal.lock is held); try again")
+        }
+        defer { lock.unlock() }
+        return try body()
+    }
+
     /// Appends `record` durably (write, fdatasync; the directory too when the file is new).
-    /// The caller holds the index lock. A torn last line left by a crash is cut off first, so
-    /// that it never swallows this record.
+    /// The caller holds the journal lock. A torn last line left by a crash is cut off first,
+    /// so that it never swallows this record.
     func append(_ record: JournalRecord) throws {
         let isNew = !file.exists
         let fd = file.openForWriting(O_RDWR | O_CREAT | O_APPEND)
@@ -187,17 +213,33 @@ struct Journal {
         CrashPoint.reach("journal.afterAppend")
     }
 
-    /// Empties the journal once everything in it is folded (the caller holds the index lock).
-    func truncate() throws {
-        guard file.exists else { return }
-        let fd = file.openForWriting(O_WRONLY)
-        guard fd >= 0 else { throw FileIO.writeError("cannot empty \(path)") }
-        defer { close(fd) }
-        guard ftruncate(fd, 0) == 0 else { throw FileIO.writeError("cannot empty \(path)") }
-        fsync(fd)
+    /// A fold's first step (the caller holds the journal lock): `journal` becomes
+    /// `journal.folding`, unless a fold cut short left one, which is folded first (this
+    /// journal waits for the next fold). A torn last line goes with it: it was never a
+    /// record. Launches append to a new `journal` meanwhile.
+    func moveAside() throws {
+        guard !folding.exists, (file.size ?? 0) > 0 else { return }
+        guard file.rename(to: folding) else { throw FileIO.writeError("cannot move \(path) aside") }
+        file.directory.sync(file.folder)
+        CrashPoint.reach("fold.afterMove")
     }
 
-    var size: Int64 { file.size ?? 0 }
+    /// A fold's last step, once the index and the queue hold every record of
+    /// `journal.folding` (the caller holds the journal lock).
+    func removeFolded() throws {
+        guard folding.status() != nil else { return }
+        guard folding.removeEntry() else { throw FileIO.writeError("cannot remove \(folding.path)") }
+        file.directory.sync(file.folder)
+    }
+
+    /// Both files gone (`clear --events`; the caller holds both locks).
+    func removeAll() {
+        file.remove()
+        folding.remove()
+    }
+
+    /// The bytes not folded yet, in both files.
+    var size: Int64 { (file.size ?? 0) + (folding.size ?? 0) }
 }
 
 /// Where a reader of the journal stopped: the nonce of the last record it took, and that
@@ -218,9 +260,10 @@ struct JournalMark: Equatable, Sendable {
     }
 
     /// The records a reader whose mark is `mark` has not taken yet. When the mark's line
-    /// still holds its record, the journal was not emptied since (a fold cut short): the
-    /// records after it. Otherwise the journal was emptied and began again: every record,
-    /// except a copy of the marked one. (`records` hold each nonce once: `Journal.read`.)
+    /// still holds its record (in `journal`, or in `journal.folding` since a fold moved it
+    /// there: a rename keeps its lines), nothing it took is gone: the records after it.
+    /// Otherwise the file that held it was folded and removed: every record, except a copy of
+    /// the marked one. (`records` hold each nonce once: `Journal.read`.)
     static func unread(_ records: [JournalRecord], after mark: JournalMark?) -> ArraySlice<JournalRecord> {
         guard let mark else { return records[...] }
         if let i = records.firstIndex(where: { $0.nonce == mark.nonce }) {

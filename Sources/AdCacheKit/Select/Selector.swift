@@ -169,15 +169,17 @@ final class Selector {
             return .show(shown(ad))
         }
         do {
-            // The show and its impression: one line appended to the journal, under the index
-            // lock — a few hundred bytes whatever the size of the index (SPEC §7, §8). The
-            // index is read for the choice only; the chosen record is then read whole.
+            // The show and its impression: one line appended to the journal, under the
+            // journal's lock — a few hundred bytes whatever the size of the index (SPEC §7,
+            // §8). The index is read for the choice only; the chosen record is then read whole.
             // The index is read before the lock (at 10,000 ads most of a launch's time): the
             // lock covers the journal and the choice, so concurrent launches wait for each
-            // other milliseconds, not the index's reading.
+            // other milliseconds, not the index's reading; and it is not the index lock, so
+            // no fold or commit makes a launch wait.
             let early = store.snapshotForSelection()
-            return try store.withIndexLock {
-                let loaded = try store.loadLocked(warn: warn, forSelection: true, early: early)
+            let journal = store.journal
+            let result: NextResult = try journal.withLock(timeout: store.lockTimeout) {
+                let loaded = try store.loadLocked(warn: warn, forSelection: true, early: early, repair: false)
                 var index = loaded.index
                 let t = moment.resolve(index)
                 if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
@@ -191,11 +193,12 @@ final class Selector {
                 record.seq = min(index.showSeq + 1, AdRecord.counts.upperBound)
                 record.rotationKey = choice.rotation?.key
                 record.rotationSignature = choice.rotation?.signature
-                try store.journal.append(record)
+                try journal.append(record)
                 index.apply(record, positions: [ad.id: choice.position])
-                foldIfLong(at: moment)
                 return .show(shown(index.ads[choice.position]))
             }
+            if case .show = result { foldIfLong(at: moment) }
+            return result
         } catch let e as AdCacheError {
             // A launch never fails for want of disk space (SPEC §4): a full disk or a
             // read-only cache still shows the choice; only the record of the show is lost.
@@ -208,7 +211,7 @@ final class Selector {
             case .busy:
                 // Nor for a lock another command holds past its second: the choice from the
                 // index as it is on disk (never torn: it is only replaced whole).
-                warn(Diagnostic(.cache, "show not recorded: cache busy (index.lock is held)"))
+                warn(Diagnostic(.cache, "show not recorded: cache busy (journal.lock is held)"))
                 var peek = options
                 peek.peek = true
                 return try decide(peek, at: moment)
@@ -220,11 +223,16 @@ final class Selector {
 
     /// A device that never runs fetch, report or prune would grow the journal, and the cost
     /// of every launch with it: past `store.journalFoldSize` this launch folds it (the show is
-    /// already recorded; a fold that fails is a warning).
+    /// already recorded; a fold that fails is a warning). Only when the index lock is free:
+    /// a command that holds it folds, or is about to.
     private func foldIfLong(at moment: Moment) {
         guard store.journal.size > store.journalFoldSize else { return }
         do {
-            try store.foldJournalLocked(bounds: proofOfPlay.bounds, now: { moment.trusted($0) }, warn: warn)
+            try store.withIndexLock(timeout: 0) {
+                try store.foldJournalLocked(bounds: proofOfPlay.bounds, now: { moment.trusted($0) }, warn: warn)
+            }
+        } catch AdCacheError.busy {
+            return
         } catch let e as AdCacheError {
             warn(Diagnostic(.cache, "the journal could not be folded: \(e.message)"))
         } catch {
