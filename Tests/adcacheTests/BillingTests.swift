@@ -191,6 +191,47 @@ import Testing
         #expect([0, 75].contains(bounded.status), "a deadline still bounds the wait: \(bounded.stderr)")
     }
 
+    /// A fetch whose commit cannot happen (the index lock held past its deadline) keeps its
+    /// downloads for the next run: `prune` leaves them, and the next fetch asks the server
+    /// about them (a 304) instead of downloading them again, and commits them.
+    @Test func aCommitThatCannotHappenKeepsItsDownloads() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        let server = try LoopbackServer { r in
+            r.path == "/feed.json"
+                ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(Media.jpeg(50_000), for: r, etag: "\"v1\"")
+        }
+        defer { server.stop() }
+        let cache = dir.path + "/cache"
+        let c = ["--cache-dir", cache]
+        mkdir(cache, 0o755)
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = [cache + "/index.lock", "sleep", "5"]
+        try holder.run()
+        usleep(300_000)
+        let stuck = Adcache.run(c + ["fetch", "--no-report", "--deadline", "2", server.url("/feed.json")])
+        #expect(stuck.status == 75, "\(stuck.status) \(stuck.stderr)")
+        holder.waitUntilExit()
+        let files = Disk.list(cache + "/assets")
+        try #require(files.count == 1, "the download is in assets/: \(files)")
+        #expect(Disk.exists(cache + "/fetch.uncommitted"))
+        let hourAgo = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 3600, tv_nsec: 0)
+        var times = [hourAgo, hourAgo]
+        utimensat(AT_FDCWD, cache + "/assets/" + files[0], &times, 0)   // past the grace for orphans
+        #expect(Adcache.run(c + ["prune"]).status == 0)
+        #expect(Disk.list(cache + "/assets") == files, "prune kept what the next fetch will commit")
+
+        let fetch = Adcache.run(c + ["fetch", "--no-report", server.url("/feed.json")])
+        #expect(fetch.status == 0, "\(fetch.stderr)")
+        let asked = server.requests(to: "/a.jpg")
+        #expect(asked.count == 2 && asked.last?.header("If-None-Match") == "\"v1\"", "a 304, not a second download")
+        #expect(Disk.list(cache + "/assets") == files)
+        #expect(!Disk.exists(cache + "/fetch.uncommitted"))
+        let next = Adcache.run(c + ["next"])
+        #expect(next.status == 0 && next.stdout.hasSuffix(files[0] + "\n"), "\(next.stdout) \(next.stderr)")
+    }
+
     /// The path a launch printed still opens after a fetch superseded its file.
     @Test func aPrintedPathOutlivesTheCommitThatSupersedesIt() throws {
         let dir = TempDir()

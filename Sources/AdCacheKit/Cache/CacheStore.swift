@@ -727,6 +727,7 @@ extension CacheStore {
             for name in dir.list(.top) where name == "index.json" || name.hasPrefix("index.json.") {
                 dir.file(name).remove()
             }
+            uncommittedFile.remove()
             dir.sync(.top)
             var count = 0
             for folder in [CacheDirectory.Folder.assets, .partial] {
@@ -736,6 +737,39 @@ extension CacheStore {
             }
             dir.sync(.assets)
             return count
+        }
+    }
+}
+
+extension CacheStore {
+    /// `fetch.uncommitted`: the files a fetch downloaded and moved into `assets/` but could
+    /// not commit (the index lock held past its deadline, an index it could not write), as
+    /// index records — so that the next fetch sends their validators, keeps each on a 304,
+    /// and `prune` does not take them for orphans meanwhile. Written and read under the fetch
+    /// lock; removed by the next commit.
+    var uncommittedFile: CacheFile { dir.file("fetch.uncommitted") }
+
+    func saveUncommitted(_ records: [AdRecord]) {
+        var index = CacheIndex()
+        index.ads = records
+        guard !records.isEmpty, let bytes = try? IndexCoder.encode(index) else { return }
+        try? uncommittedFile.writeAtomically(bytes)
+    }
+
+    /// The records as written (`prune` keeps the files they name).
+    func loadUncommitted() -> [AdRecord] {
+        guard uncommittedFile.exists, let bytes = try? uncommittedFile.read(limit: 64 << 20),
+            let decoded = try? IndexCoder.decode(bytes)
+        else { return [] }
+        return decoded.index.ads
+    }
+
+    /// The records whose file is still the one downloaded: same size and time, or else same
+    /// content (hashed again).
+    func uncommittedDownloads() -> [AdRecord] {
+        loadUncommitted().filter { r in
+            fileUnchanged(r)
+                || (filePresent(r) && r.fileSha256 != nil && SHA256Hasher.hex(of: asset(r.file ?? "")) == r.fileSha256)
         }
     }
 }

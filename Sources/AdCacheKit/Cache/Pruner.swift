@@ -158,6 +158,7 @@ final class Pruner {
     /// committed). The caller holds the fetch lock and an index that is not being recovered.
     static func orphans(in store: CacheStore, named: Set<String>) -> [CacheFile] {
         let now = Date().timeIntervalSince1970
+        let named = named.union(store.loadUncommitted().compactMap(\.file))   // the next fetch's
         return store.dir.list(.assets).filter { AssetName.isValid($0) && !named.contains($0) }.compactMap { name in
             let file = store.asset(name)
             if let stamp = file.stamp, abs(now - Double(stamp.mtime) / 1e9) < supersededGrace { return nil }

@@ -317,6 +317,11 @@ extension CacheStore {
         log: EventLog, index: CacheIndex
     ) {
         guard exists else { return (EventLog(), CacheIndex()) }
+        if journal.size == 0, journal.folding.status() == nil, eventsFile.status() != nil,
+            case .success(let log) = try readEvents(eventsFile), let index = try? load(warn: warn)
+        {
+            return (log, index)   // nothing to fold: no lock to wait for
+        }
         return try withIndexLock { try foldJournalLocked(bounds: bounds, now: now, warn: warn) }
     }
 

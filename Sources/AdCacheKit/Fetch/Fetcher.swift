@@ -377,6 +377,8 @@ final class Fetcher {
         for r in index.ads where r.state != .pending && store.fileUnchanged(r) {
             readyByURL[r.url] = readyByURL[r.url] ?? r
         }
+        // What the last run downloaded and could not commit: its validators are asked about.
+        for r in store.uncommittedDownloads() where readyByURL[r.url] == nil { readyByURL[r.url] = r }
         let t = now()
         let assetNames = store.dir.list(.assets)
         var recoverable: [String: [String]] = [:]   // URL hash → file names (versions)
@@ -648,7 +650,40 @@ final class Fetcher {
         store.lockTimeout = max(launchWait, wait)
         defer { store.lockTimeout = launchWait }
         var leftovers: [CacheFile] = []
-        let orphans: [String] = try store.update(warn: warn) { index in
+        let orphans: [String]
+        do {
+            orphans = try merge(feed, results: results, feedState: feedState, clockOffset: clockOffset, sweep: sweep) {
+                leftovers = $0
+            }
+        } catch {
+            // The downloads stay for the next run, which asks the server about them.
+            let today = Time.localDay(now())
+            store.saveUncommitted(
+                ads.compactMap { ad in
+                    guard let r = results[ad.id], r.file != nil else { return nil }
+                    var record = AdRecord(ad: ad, shown: nil, today: today)
+                    record.apply(ad)
+                    record.take(r, at: now(), failureKey: failureKey(ad))
+                    return record.file != nil && store.fileUnchanged(record) ? record : nil
+                })
+            throw error
+        }
+        store.uncommittedFile.remove()
+        for file in leftovers { file.remove() }
+        CrashPoint.reach("fetch.afterCommit")
+        // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
+        // for `prune` to delete once the grace has passed.
+        for name in orphans where AssetName.isValid(name) { store.asset(name).touch() }
+    }
+
+    /// The commit's read-modify-write of the index (under the index lock); returns the files
+    /// the index no longer names, and gives `leftovers` what the sweep deletes.
+    private func merge(
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?, sweep: Bool,
+        leftovers: ([CacheFile]) -> Void
+    ) throws -> [String] {
+        let ads = feed.ads
+        return try store.update(warn: warn) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             let known = Set(byID.keys)
@@ -672,14 +707,9 @@ final class Fetcher {
             let filesAfter = Set(merged.compactMap(\.file))
             // What an interrupted predecessor moved into assets/ and never committed (this
             // run holds the fetch lock): gone once past the grace, as prune would.
-            if sweep { leftovers = Pruner.orphans(in: store, named: filesAfter.union(filesBefore)) }
+            if sweep { leftovers(Pruner.orphans(in: store, named: filesAfter.union(filesBefore))) }
             return Array(filesBefore.subtracting(filesAfter))
         }
-        for file in leftovers { file.remove() }
-        CrashPoint.reach("fetch.afterCommit")
-        // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
-        // for `prune` to delete once the grace has passed.
-        for name in orphans where AssetName.isValid(name) { store.asset(name).touch() }
     }
 }
 
