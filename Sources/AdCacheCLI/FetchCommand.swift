@@ -39,7 +39,8 @@ enum FetchCommand: Command {
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")
-    static let noReport = Flag("no-report", "Do not deliver the queued proof-of-play events first.")
+    static let noReport = Flag(
+        "no-report", "Do not deliver the queued proof-of-play events (after the feed, before the assets).")
 
     static let spec = CommandSpec(
         name: "fetch",

@@ -48,7 +48,7 @@ enum ListCommand: Command {
         }
         // Why the last fetch failed, also for an ad whose older file still serves.
         for e in entries where e.state == .failed || e.error != nil {
-            let still = e.state == .failed ? "" : " (the older file still serves)"
+            let still = [.ready, .scheduled, .resting].contains(e.state) ? " (the older file still serves)" : ""
             console.out(Console.visible("  \(e.id): \(e.error ?? "failed")\(still)"))
         }
         return .success

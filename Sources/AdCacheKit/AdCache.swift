@@ -17,12 +17,15 @@ public final class AdCache {
     public enum Clock: Sendable {
         /// A device clock, corrected by the offset the last fetch measured against the feed
         /// server's `Date` header when they differed by more than five minutes (SPEC §6).
-        case device(@Sendable () -> Date)
+        /// `bootClock`: the device clock is the system's, so the boot clock tells when it was
+        /// stepped since the offset was measured (`ClockSync`); a clock of a test's making
+        /// has none.
+        case device(@Sendable () -> Date, bootClock: Bool = false)
         /// Exactly this time, taken as given (`--at`: previews and tests).
         case fixed(Date)
 
         /// The system clock, corrected.
-        public static var system: Clock { .device { Date() } }
+        public static var system: Clock { .device({ Date() }, bootClock: true) }
     }
 
     public struct Configuration: Sendable {
@@ -63,7 +66,7 @@ public final class AdCache {
 
     var moment: Moment {
         switch configuration.clock {
-        case .device(let read): return .device(read().timeIntervalSince1970)
+        case .device(let read, let boot): return .device(read().timeIntervalSince1970, bootClock: boot)
         case .fixed(let date): return .given(date.timeIntervalSince1970)
         }
     }
@@ -80,13 +83,15 @@ public final class AdCache {
         fetcher.clock = configuration.clock
         fetcher.onProgress = progress
         let warn = configuration.diagnostics
-        fetcher.beforeFeed = { settings in
-            // A failed report step is a warning; it never changes the fetch (SPEC §4).
+        fetcher.reportStep = { settings, now in
+            // A failed report step is a warning; it never changes the fetch (SPEC §4). The
+            // queue is judged on the clock this run measured (SPEC §6, §8).
             do {
                 if options.report {
-                    _ = try self.reporter.run(settings)
+                    _ = try self.reporter(self.configuration.proofOfPlay, now: now).run(settings)
                 } else {
-                    try self.fold()
+                    try self.store.foldJournal(
+                        bounds: self.configuration.proofOfPlay.bounds, now: { _ in now() }, warn: warn)
                 }
             } catch let e as AdCacheError {
                 warn(Diagnostic(.report, "events not reported: \(e.message)"))
@@ -162,9 +167,12 @@ public final class AdCache {
 
     var reporter: Reporter { reporter(configuration.proofOfPlay) }
 
-    func reporter(_ pop: ProofOfPlay) -> Reporter {
+    /// `now`: the trusted clock, when the caller measured it (a fetch).
+    func reporter(_ pop: ProofOfPlay, now: (() -> Double)? = nil) -> Reporter {
         let moment = moment
-        return Reporter(store: store, proofOfPlay: pop, now: { moment.trusted($0) }, warn: configuration.diagnostics)
+        return Reporter(
+            store: store, proofOfPlay: pop, now: { index in now?() ?? moment.trusted(index) },
+            warn: configuration.diagnostics)
     }
 
     /// Folds the journal into the index and the event queue (no network).
@@ -533,6 +541,8 @@ public struct FetchReport: Sendable {
         /// 5xx, a short body); false for a failure for good (4xx, invalid content, too large,
         /// a wrong sha256, a refused redirect).
         public var transient = false
+        /// For a new version pending or failed: the ad still shows the file it had.
+        public var olderFileServes = false
     }
 
     /// How the run ended, for the exit code (SPEC §5).
@@ -582,7 +592,11 @@ public struct FetchReport: Sendable {
         }
         var parts = ["\(ready) ready" + (detail.isEmpty ? "" : " (\(detail.joined(separator: ", ")))")]
         for o in [Outcome.failed, .pending, .expired, .exhausted] where count(o) > 0 {
-            parts.append("\(count(o)) \(o.rawValue)")
+            let older = ads.filter { $0.outcome == o && $0.olderFileServes }.count
+            let serving =
+                older == 0
+                ? "" : older == count(o) ? " (an older file serves)" : " (\(older) with an older file serving)"
+            parts.append("\(count(o)) \(o.rawValue)" + serving)
         }
         let noun = ads.count == 1 ? "ad" : "ads"
         return "\(ads.count) \(noun): " + parts.joined(separator: ", ")

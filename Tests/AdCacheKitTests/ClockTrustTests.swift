@@ -145,4 +145,55 @@ import Testing
         _ = try cache(after: 7200).fetch(o)
         #expect(h.server.requests(to: "/feed.json").count == asked + 1, "asked again two hours later")
     }
+    /// A box that booted in 1970 fetches (offset: +56 years), then NTP sets its clock right:
+    /// until it reboots, the trusted time is the server's time then plus the boot clock's
+    /// elapsed time — not the right clock plus the stale offset (2082: everything expired).
+    @Test func aClockSteppedAfterTheMeasurementKeepsTheTrustedTime() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let real = Date().timeIntervalSince1970
+        serve(h, feed: #"[{"id":"a","url":"a.jpg","expires":\#(Int(real + 30 * 86400))}]"#, skew: 0)
+        let booted1970 = real - 56 * 365.25 * 86400
+        let start = Date().timeIntervalSince1970
+        let before = AdCache(
+            .init(
+                directory: h.store.directory,
+                clock: .device(
+                    { Date(timeIntervalSince1970: booted1970 + Date().timeIntervalSince1970 - start) },
+                    bootClock: true)))
+        var o = FetchOptions(feed: h.server.url("/feed.json"))
+        o.retries = 0
+        #expect(try before.fetch(o).ads.map(\.outcome) == [.downloaded])
+        #expect(try h.index().clockSync != nil)
+        // NTP synced: the device clock is right now.
+        let synced = AdCache(.init(directory: h.store.directory, clock: .system))
+        #expect(try synced.list().map(\.state) == [.ready], "not 2082")
+        #expect(abs(synced.now().timeIntervalSince1970 - Date().timeIntervalSince1970) < 60)
+        #expect(try synced.shown()?.id == "a")
+        #expect(try synced.prune().removed.isEmpty)
+        // Without the boot clock (after a reboot, as before): the clock plus the offset.
+        let rebooted = AdCache(.init(directory: h.store.directory, clock: .device { Date() }))
+        #expect(try rebooted.list().map(\.state) == [.expired])
+    }
+
+    /// `fetch` measures the clock before it judges the queue: a device clock 40 days ahead
+    /// does not make the events queued today 40 days old.
+    @Test func fetchMeasuresTheClockBeforeItJudgesTheQueue() throws {
+        let h = try FetchHarness()
+        h.put("/a.jpg", Media.jpeg())
+        let real = Date().timeIntervalSince1970
+        let tracker = h.server.url("/imp")
+        serve(h, feed: #"[{"id":"a","url":"a.jpg","tracking":{"impression":["\#(tracker)"]}}]"#, skew: 0)
+        var o = FetchOptions(feed: h.server.url("/feed.json"))
+        o.retries = 0
+        o.report = false
+        _ = try AdCache(.init(directory: h.store.directory)).fetch(o)
+        for _ in 0..<3 { _ = try AdCache(.init(directory: h.store.directory)).shown() }
+        _ = try AdCache(.init(directory: h.store.directory)).prune()   // queued today
+        let ahead = AdCache(
+            .init(directory: h.store.directory, clock: .device { Date(timeIntervalSince1970: real + 40 * 86400) }))
+        _ = try ahead.fetch(o)
+        let stats = try ahead.stats()
+        #expect(stats.droppedAge == 0 && stats.pending == 3, "\(stats)")
+    }
 }

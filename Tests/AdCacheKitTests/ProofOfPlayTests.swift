@@ -59,6 +59,14 @@ import Testing
                     proofOfPlay: .init(deviceId: deviceId, reportUrl: reportUrl)))
         }
 
+        /// A device whose clock reads `t` (as a fold judges it: not a preview).
+        func cache(device t: Double) -> AdCache {
+            AdCache(
+                .init(
+                    directory: h.store.directory, clock: .device { Date(timeIntervalSince1970: t) },
+                    proofOfPlay: .init(deviceId: deviceId, reportUrl: reportUrl)))
+        }
+
         func report(_ configure: (inout ReportOptions) -> Void = { _ in }) throws -> ReportResult {
             var o = ReportOptions()
             o.transfer.retryBaseDelay = 0.02
@@ -107,13 +115,19 @@ import Testing
         let shows = Counter()
         let picked = Collected()
         let folds = Counter()
-        DispatchQueue.concurrentPerform(iterations: 5) { worker in
-            if worker == 4 {
-                while shows.count < 80 {
-                    _ = try? (folds.next() % 2 == 0 ? p.cache().prune() as Any : p.report() as Any)
-                }
-                return
+        let folder = DispatchSemaphore(value: 0)
+        let launched = DispatchSemaphore(value: 0)
+        Thread {
+            var first = true
+            while first || shows.count < 80 {
+                _ = try? (folds.next() % 2 == 0 ? p.cache().prune() as Any : p.report() as Any)
+                if first { launched.signal() }
+                first = false
             }
+            folder.signal()
+        }.start()
+        launched.wait()   // folding has begun
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
             for _ in 0..<20 {
                 if case .show(let ad)? = try? p.cache().next() {
                     _ = shows.next()
@@ -121,8 +135,9 @@ import Testing
                 }
             }
         }
+        folder.wait()
         #expect(shows.count == 80)
-        #expect(folds.count > 0)
+        #expect(folds.count > 1)
         let counts = Dictionary(picked.messages.map { ($0, 1) }, uniquingKeysWith: +)
         #expect(counts == ["a": 40, "b": 20, "c": 20], "folds: \(folds.count)")
         #expect(try p.h.index().ads.reduce(0) { $0 + $1.shows } == 80)
@@ -377,16 +392,22 @@ import Testing
     @Test func theQueueIsBoundedAndEveryDropIsCounted() throws {
         let p = try Harness()
         let now = Date().timeIntervalSince1970
-        for i in 0..<5 { _ = try p.cache(at: now - 40 * 86400 + Double(i)).shown() }
+        // Queued 40 days ago (shown and folded then), never delivered since.
+        for i in 0..<5 { _ = try p.cache(device: now - 40 * 86400 + Double(i)).shown() }
+        _ = try p.cache(device: now - 40 * 86400 + 10).prune()
+        // Dated 40 days ago by a clock set back, queued now: not old for that (SPEC §8).
+        for i in 0..<3 { _ = try p.cache(at: now - 40 * 86400 + Double(i)).shown() }
         for i in 0..<10 { try p.cache(at: now + Double(i)).event(.click, id: "a") }
         p.setTracker { _ in .text(503, "down") }
+        #expect(try p.report { $0.retries = 0 }.pending == 13)
+        #expect(try p.cache().stats().droppedAge == 5, "queued more than 30 days ago; the 3 misdated stay")
         let r = try p.report {
             $0.maxEvents = 4; $0.retries = 0
         }
         #expect(r.pending == 4)
         let stats = try p.cache().stats()
-        #expect(stats.droppedAge == 5, "older than 30 days")
-        #expect(stats.droppedOverflow == 6, "beyond 4 queued, the oldest first")
+        #expect(stats.droppedAge == 5)
+        #expect(stats.droppedOverflow == 9, "beyond 4 queued, the oldest first")
         #expect(stats.days.reduce(0) { $0 + $1.clicks } == 10, "the counts keep every event")
     }
 

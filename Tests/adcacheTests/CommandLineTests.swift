@@ -410,3 +410,42 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(list[0]["lastShown"] as? String == "2026-12-31T23:00:00Z")
     }
 }
+
+/// The fetch summary and `list` say the same of an ad (issue 22, item 18).
+@Suite struct SummaryAgreesWithListTests {
+    @Test func aFailedNewVersionSaysTheOlderFileServesAndAWithdrawnAdWithoutOneDoesNot() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        final class Feed: @unchecked Sendable {
+            private let lock = NSLock()
+            private var text = #"[{"id":"a","url":"a1.jpg"},{"id":"b","url":"b.jpg"}]"#
+            var value: String {
+                get { lock.lock(); defer { lock.unlock() }; return text }
+                set { lock.lock(); text = newValue; lock.unlock() }
+            }
+        }
+        let feed = Feed()
+        let server = try LoopbackServer { r in
+            switch r.path {
+            case "/feed.json": return .text(200, feed.value)
+            case "/a1.jpg":   // then an error page in its place: the new version fails
+                return feed.value.contains("b.jpg") ? .file(Media.jpeg(3000), for: r) : .text(200, "<html>oops</html>")
+            default: return .text(404, "")
+            }
+        }
+        defer { server.stop() }
+        let c = ["--cache-dir", dir.path + "/cache"]
+        let first = Adcache.run(c + ["fetch", "--no-report", server.url("/feed.json")])
+        #expect(first.status == 65, "b failed for good: \(first.stderr)")
+        // a's new version fails; b leaves the feed (withdrawn, never had a file).
+        feed.value = #"[{"id":"a","url":"a1.jpg"}]"#
+        let second = Adcache.run(c + ["fetch", "--no-report", "--revalidate"])
+        #expect(second.stdout.contains("1 failed (an older file serves)"), "\(second.stdout)")
+        let list = Adcache.run(c + ["list"])
+        let lines = list.stdout.split(separator: "\n").map(String.init)
+        let a = lines.first { $0.hasPrefix("  a: ") }
+        #expect(a?.hasSuffix("(the older file still serves)") == true, "\(list.stdout)")
+        let b = lines.first { $0.hasPrefix("  b: ") }
+        #expect(b != nil && b?.contains("still serves") == false, "\(list.stdout)")
+    }
+}

@@ -358,6 +358,8 @@ enum IndexCoder {
                 case "showSeq": showSeq = try s.lenient { try $0.int() }
                 case "lastShown": decoded.index.lastShown = try s.lenient { try $0.optDouble() } ?? nil
                 case "clockOffset": decoded.index.clockOffset = try s.lenient { try $0.optDouble() } ?? nil
+                case "clockSync":
+                    decoded.index.clockSync = try s.lenient { try $0.optString() }?.flatMap(ClockSync.init(text:))
                 case "rotations":
                     _ = try s.lenient { s in
                         try s.object { s, key in
@@ -452,6 +454,7 @@ enum IndexCoder {
             w.endObject()
         }
         w.field("clockOffset", index.clockOffset)
+        w.field("clockSync", index.clockSync?.text)
         w.field("journalMark", index.journalMark?.text)
         w.field("journalSeq", index.journalSeq)
         w.field("lastShown", index.lastShown)

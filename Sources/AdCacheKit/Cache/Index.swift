@@ -207,6 +207,8 @@ struct CacheIndex: Equatable, Sendable {
     /// Seconds to add to the device clock (the feed server's `Date` minus the device's,
     /// when they differed by more than 300 s at the last fetch that measured).
     var clockOffset: Double?
+    /// Where that offset was measured, on the boot clock (`ClockSync`).
+    var clockSync: ClockSync?
     var ads: [AdRecord] = []
 
     static let currentVersion = 1

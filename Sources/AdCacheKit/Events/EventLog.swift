@@ -9,6 +9,13 @@ struct QueuedEvent: Equatable, Sendable {
     var nonce: String
     var trackers: [String]
     var batch: Bool
+    /// When it was queued (a fold), on the trusted clock; nil in a queue written before it
+    /// was kept. Its age counts from the later of this and `at`: an event dated by a clock
+    /// set back (a box that booted in 2000) is not old for that.
+    var queuedAt: Double? = nil
+
+    /// What the age bound counts from.
+    var ageFrom: Double { max(at, queuedAt ?? at) }
 
     /// Deliveries left: one per tracker URL, one for the batch.
     var pending: Int { trackers.count + (batch ? 1 : 0) }
@@ -70,7 +77,8 @@ struct EventLog: Equatable, Sendable {
             if !r.trackers.isEmpty || r.batch {
                 queue.append(
                     QueuedEvent(
-                        id: r.id, event: r.event, at: r.at, nonce: r.nonce, trackers: r.trackers, batch: r.batch))
+                        id: r.id, event: r.event, at: r.at, nonce: r.nonce, trackers: r.trackers, batch: r.batch,
+                        queuedAt: now))
             }
         }
         if let last = fresh.last { lastFolded = JournalMark(after: last) }
@@ -88,7 +96,7 @@ struct EventLog: Equatable, Sendable {
         let oldest = now - Double(bounds.maxAge) * 86400
         var changed = false
         queue.removeAll { e in
-            guard e.at < oldest else { return false }
+            guard e.ageFrom < oldest else { return false }
             droppedAge.add(Int64(e.pending))
             changed = true
             return true
@@ -141,6 +149,9 @@ struct EventLog: Equatable, Sendable {
                             case "nonce": e.nonce = try s.string()
                             case "trackers": e.trackers = try s.strings()
                             case "batch": e.batch = try s.bool()
+                            case "queued":
+                                let t = try s.double()
+                                if Time.isSupported(t) { e.queuedAt = t }
                             default: try s.skip()
                             }
                         }
@@ -216,6 +227,7 @@ struct EventLog: Equatable, Sendable {
             w.field("event", e.event)
             w.field("id", e.id)
             w.field("nonce", e.nonce)
+            w.field("queued", e.queuedAt)
             if !e.trackers.isEmpty { w.field("trackers", e.trackers) }
             w.endObject()
         }
@@ -318,9 +330,10 @@ extension CacheStore {
     ) {
         guard exists else { return (EventLog(), CacheIndex()) }
         if journal.size == 0, journal.folding.status() == nil, eventsFile.status() != nil,
-            case .success(let log) = try readEvents(eventsFile), let index = try? load(warn: warn)
+            case .success(var log) = try readEvents(eventsFile), let index = try? load(warn: warn),
+            !log.fold([], bounds: bounds, now: now(index))
         {
-            return (log, index)   // nothing to fold: no lock to wait for
+            return (log, index)   // nothing to fold nor to bound: no lock to wait for
         }
         return try withIndexLock { try foldJournalLocked(bounds: bounds, now: now, warn: warn) }
     }

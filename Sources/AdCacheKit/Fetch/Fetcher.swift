@@ -18,18 +18,25 @@ final class Fetcher {
     var onProgress: ((FetchProgress) -> Void)?
     /// Now, for expiry: the device clock corrected by `clockOffset` (or a fixed time).
     var clock: AdCache.Clock = .system
-    /// Runs once the fetch lock is held, before the feed (`fetch` delivers the event queue).
-    var beforeFeed: ((TransferSettings) -> Void)?
+    /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
+    /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
+    var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
     /// The feed server's clock minus the device's, when they differ by more than
     /// `clockTolerance` (the last measurement's until this run measures).
     private(set) var clockOffset: Double?
+    /// Where `clockOffset` was measured, on the boot clock.
+    private(set) var clockSync: ClockSync?
     /// `pastShows` as read this run, and the day it was read for.
     private var pastShowsRead: (today: Int, counts: [String: (total: Int64, today: Int64)])?
     static let clockTolerance: Double = 300
 
     func now() -> Double {
         switch clock {
-        case .device(let read): return read().timeIntervalSince1970 + (clockOffset ?? 0)
+        case .device(let read, let boot):
+            let t = read().timeIntervalSince1970
+            guard let offset = clockOffset else { return t }
+            guard boot, let sync = clockSync else { return t + offset }
+            return sync.trusted(deviceNow: t, offset: offset)
         case .fixed(let date): return date.timeIntervalSince1970
         }
     }
@@ -37,7 +44,7 @@ final class Fetcher {
     /// The device clock as it reads, uncorrected: what the server's time is measured against.
     func deviceNow() -> Double {
         switch clock {
-        case .device(let read): return read().timeIntervalSince1970
+        case .device(let read, _): return read().timeIntervalSince1970
         case .fixed(let date): return date.timeIntervalSince1970
         }
     }
@@ -67,29 +74,19 @@ final class Fetcher {
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
         defer { fetchLock.unlock() }
-        // Proof of play first (SPEC §4): the queued events, before the feed.
-        beforeFeed?(options.transfer)
-
         let before = try store.load(warn: warn)
         clockOffset = before.clockOffset
-        guard let feedText = options.feed ?? before.feed?.url else {
-            throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
-        }
-        let source = try FeedLocation(feedText)
-        let previous = before.feed?.url == feedText ? before.feed : nil
-        var download: FeedDownload
-        if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
-            // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
-            download = FeedDownload(
-                body: nil, finalURL: previous.finalUrl.flatMap(URL.init(string:)) ?? URL(fileURLWithPath: "/"),
-                etag: previous.etag, lastModified: previous.lastModified, freshUntil: fresh)
-        } else {
-            download = try downloadFeed(source, previous: previous, hasAds: !before.ads.isEmpty)
-            let offsetBefore = clockOffset ?? 0
-            measureClock(download)
-            // Freshness on the clock as this answer measured it (a device clock days ahead
-            // must not keep the feed "fresh" for those days).
-            download.freshUntil = download.freshUntil.map { $0 + (clockOffset ?? 0) - offsetBefore }
+        clockSync = before.clockSync
+        let (feedText, source, previous, download) = try withReportStep {
+            () throws -> (
+                String, FeedLocation, FeedSource?, FeedDownload
+            ) in
+            guard let feedText = options.feed ?? before.feed?.url else {
+                throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
+            }
+            let previous = before.feed?.url == feedText ? before.feed : nil
+            let source = try FeedLocation(feedText)
+            return (feedText, source, previous, try feedStep(source, previous: previous, before))
         }
 
         var feed: Feed
@@ -114,11 +111,15 @@ final class Fetcher {
         var report = FetchReport(feed: feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
         report.warnings = feed.warnings.map(\.message)
         let results = try fetchAssets(feed.ads, cached: before)
+        let served = Set(
+            before.ads.filter { $0.state != .pending && store.filePresent($0) }.map { $0.id + " " + $0.url })
         for ad in feed.ads {
             let r = results[ad.id] ?? AssetResult(outcome: .failed, error: "not attempted")
-            report.ads.append(
-                .init(
-                    id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error, transient: r.transient))
+            var line = FetchReport.Ad(
+                id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error, transient: r.transient)
+            // A new version of the same URL pending or failed: the file before still serves.
+            line.olderFileServes = [.pending, .failed].contains(r.outcome) && served.contains(ad.id + " " + ad.url)
+            report.ads.append(line)
         }
 
         // Every new file's data reaches the disk before the index names it.
@@ -235,9 +236,11 @@ final class Fetcher {
         let offset = server - device
         guard abs(offset) > Self.clockTolerance else {
             clockOffset = nil
+            clockSync = nil
             return
         }
         clockOffset = offset.rounded()
+        clockSync = BootClock.now().map { ClockSync(device: device, boot: $0) }
         let way = offset > 0 ? "behind" : "ahead of"
         warn(
             Diagnostic(
@@ -255,6 +258,40 @@ final class Fetcher {
         default: (n, unit) = (Int((seconds / (365.25 * 86400)).rounded()), "year")
         }
         return "\(n) \(unit)\(n == 1 ? "" : "s")"
+    }
+
+    /// Proof of play (SPEC §4, §8): the queued events are delivered once the feed's answer
+    /// has measured the clock, so that they are judged on the trusted time — or, when the
+    /// feed cannot be read, on the clock as last measured, before the error.
+    private func withReportStep<T>(_ feedStep: () throws -> T) rethrows -> T {
+        let result: T
+        do {
+            result = try feedStep()
+        } catch {
+            reportStep?(options.transfer) { self.now() }
+            throw error
+        }
+        reportStep?(options.transfer) { self.now() }
+        return result
+    }
+
+    /// The feed's answer (or none, while it is fresh), with the clock measured against it.
+    private func feedStep(_ source: FeedLocation, previous: FeedSource?, _ before: CacheIndex) throws -> FeedDownload {
+        var download: FeedDownload
+        if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
+            // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
+            download = FeedDownload(
+                body: nil, finalURL: previous.finalUrl.flatMap(URL.init(string:)) ?? URL(fileURLWithPath: "/"),
+                etag: previous.etag, lastModified: previous.lastModified, freshUntil: fresh)
+        } else {
+            download = try downloadFeed(source, previous: previous, hasAds: !before.ads.isEmpty)
+            let offsetBefore = clockOffset ?? 0
+            measureClock(download)
+            // Freshness on the clock as this answer measured it (a device clock days ahead
+            // must not keep the feed "fresh" for those days).
+            download.freshUntil = download.freshUntil.map { $0 + (clockOffset ?? 0) - offsetBefore }
+        }
+        return download
     }
 
     private func downloadFeed(_ source: FeedLocation, previous: FeedSource?, hasAds: Bool) throws -> FeedDownload {
@@ -704,6 +741,7 @@ final class Fetcher {
             index.feed = feedState
             index.reportUrl = feed.reportUrl
             index.clockOffset = clockOffset
+            index.clockSync = clockOffset == nil ? nil : clockSync
             let filesAfter = Set(merged.compactMap(\.file))
             // What an interrupted predecessor moved into assets/ and never committed (this
             // run holds the fetch lock): gone once past the grace, as prune would.

@@ -4,13 +4,16 @@ import Foundation
 enum Moment: Sendable {
     /// The device clock, corrected by the offset the last fetch measured against the feed
     /// server's `Date`.
-    case device(Double)
+    case device(Double, bootClock: Bool = false)
     /// Exactly this time (`--at`): taken as given.
     case given(Double)
 
     func resolve(_ index: CacheIndex) -> Double {
         switch self {
-        case .device(let t): return t + (index.clockOffset ?? 0)
+        case .device(let t, let boot):
+            guard let offset = index.clockOffset else { return t }
+            guard boot, let sync = index.clockSync else { return t + offset }
+            return sync.trusted(deviceNow: t, offset: offset)
         case .given(let t): return t
         }
     }
@@ -20,7 +23,7 @@ enum Moment: Sendable {
     func trusted(_ index: CacheIndex) -> Double {
         switch self {
         case .device: return resolve(index)
-        case .given: return Date().timeIntervalSince1970 + (index.clockOffset ?? 0)
+        case .given: return Moment.device(Date().timeIntervalSince1970, bootClock: true).resolve(index)
         }
     }
 }

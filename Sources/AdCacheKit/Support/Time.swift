@@ -176,3 +176,61 @@ func monotonicNow() -> Double {
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
+
+/// The boot clock (`CLOCK_BOOTTIME`: seconds since boot, suspend included, never stepped by
+/// NTP or a person) and the boot it belongs to (`/proc/sys/kernel/random/boot_id`).
+struct BootClock: Equatable, Sendable {
+    var bootId: String
+    var seconds: Double
+
+    /// Now; nil where the system has no such clock.
+    static func now() -> BootClock? {
+        #if os(Linux)
+            guard let bytes = try? FileIO.read("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
+            let id = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            var ts = timespec()
+            guard !id.isEmpty, clock_gettime(CLOCK_BOOTTIME, &ts) == 0 else { return nil }
+            return BootClock(bootId: id, seconds: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
+        #else
+            return nil
+        #endif
+    }
+}
+
+/// Where the last clock measurement was made (SPEC §6): the device clock's reading and the
+/// boot clock's. Until the machine reboots, the trusted time is the server's time then plus
+/// the boot clock's elapsed time since — so a device clock that NTP steps after the
+/// measurement (a box that booted in 1970, then synced) does not shift it by the offset.
+struct ClockSync: Equatable, Sendable {
+    var device: Double
+    var boot: BootClock
+
+    /// Now on the trusted clock, from a device clock reading `t` and a measured `offset`:
+    /// `t + offset`, unless since this measurement, in this boot, the device clock was
+    /// stepped by more than the tolerance (it no longer moves with the boot clock): then the
+    /// server's time at the measurement plus the time elapsed since.
+    func trusted(deviceNow t: Double, offset: Double, bootNow: BootClock? = BootClock.now()) -> Double {
+        guard let b = bootNow, b.bootId == boot.bootId, b.seconds >= boot.seconds else { return t + offset }
+        let elapsed = b.seconds - boot.seconds
+        guard abs(t - (device + elapsed)) > Self.stepTolerance else { return t + offset }
+        return device + offset + elapsed
+    }
+
+    static let stepTolerance: Double = 300
+
+    /// "<boot id> <boot seconds> <device seconds>", as the index stores it.
+    var text: String { "\(boot.bootId) \(boot.seconds) \(device)" }
+
+    init(device: Double, boot: BootClock) {
+        self.device = device
+        self.boot = boot
+    }
+
+    init?(text: String) {
+        let parts = text.split(separator: " ")
+        guard parts.count == 3, let b = Double(parts[1]), let d = Double(parts[2]), b >= 0, Time.isSupported(d),
+            parts[0].count <= 64
+        else { return nil }
+        self.init(device: d, boot: BootClock(bootId: String(parts[0]), seconds: b))
+    }
+}
