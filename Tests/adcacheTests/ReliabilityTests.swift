@@ -489,6 +489,53 @@ import Testing
         #expect(Adcache.run(["--cache-dir", cache, "next"]).status == 0)
     }
 
+    /// Three small ads and one that cannot fit, fetched at once: whatever the big one took
+    /// from the small ones while they ran together, the run tries those again one at a
+    /// time, smallest first, and commits them; the big one is transient (75).
+    @Test(.enabled(if: SmallDisk.canMount, "mounting a small tmpfs needs root (CI runs as root)"))
+    func aDiskTooSmallForOneAdStillTakesTheOthers() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let mountPoint = dir.path + "/small"
+        try SmallDisk.mount(mountPoint, size: "400k")
+        defer { SmallDisk.unmount(mountPoint) }
+        let cache = mountPoint + "/cache"
+        let smalls = (0..<3).map { Media.jpeg(70_000, seed: UInt8($0 + 1)) }
+        let big = Media.mp4(3_000_000)
+        let server = try LoopbackServer { r in
+            switch r.path {
+            case "/feed.json":
+                return .text(
+                    200,
+                    #"[{"id":"big","url":"b.mp4"},{"id":"s0","url":"s0.jpg"},{"id":"s1","url":"s1.jpg"},{"id":"s2","url":"s2.jpg"}]"#
+                )
+            case "/b.mp4":   // most of the disk at once, then the rest two seconds later
+                var big = LoopbackServer.Response.file(big, for: r, etag: "\"b\"")
+                big.dripChunk = 380_000
+                big.dripPause = 2
+                return big
+            case "/s0.jpg", "/s1.jpg", "/s2.jpg":   // while the big one holds that room
+                var small = LoopbackServer.Response.file(smalls[Int(String(r.path.dropFirst(2).prefix(1)))!], for: r)
+                small.delay = 0.5
+                return small
+            default: return .text(404, "no")
+            }
+        }
+        defer { server.stop() }
+        let c = ["--cache-dir", cache]
+        for run in 0..<2 {
+            let r = Adcache.run(c + ["fetch", "--no-report", "--parallel", "4", server.url("/feed.json")])
+            #expect(r.status == 75, "run \(run): \(r.stderr)")
+            #expect(r.stdout.contains("4 ads: 3 ready"), "run \(run): \(r.stdout) \(r.stderr)")
+            let list = Adcache.run(c + ["list", "--json"])
+            let ads = try #require(
+                try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+            let ready = ads.filter { $0["state"] as? String == "ready" }.compactMap { $0["id"] as? String }
+            #expect(ready.sorted() == ["s0", "s1", "s2"], "run \(run): \(list.stdout)")
+        }
+        #expect(Disk.list(cache + "/partial").isEmpty, "no partial of the big one is left taking the space")
+        #expect(server.requests(to: "/b.mp4").count == 2, "once a run: the free space cannot hold it")
+    }
+
     /// An asset smaller than one 128 KiB chunk is written once, when its transfer ends: a
     /// full disk then fails that last write, and the fetch says so as for a big one (75,
     /// the asset not committed, no partial file left).

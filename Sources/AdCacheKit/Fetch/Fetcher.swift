@@ -368,6 +368,9 @@ final class Fetcher {
         var freshUntil: Double?
         /// Set when the local disk failed (full, I/O error): the run exits 74.
         var ioError: AdCacheError?
+        /// It did not fit on the disk; the size the server announced, if it did.
+        var noSpace = false
+        var announcedBytes: Int64?
 
         static func failedForGood(_ message: String, etag: String? = nil, lastModified: String? = nil) -> AssetResult {
             AssetResult(outcome: .failed, error: message, failedEtag: etag, failedLastModified: lastModified)
@@ -505,7 +508,40 @@ final class Fetcher {
         engine.run(jobs.map(\.request)) { i, response in
             results.merge(finishAsset(jobs[i], response)) { _, new in new }
         }
+        retryWhatDidNotFit(jobs, settings: settings, &results)
         return results
+    }
+
+    /// Transfers that ran together share the disk: one asset too big for it can take the
+    /// room of the small ones while they run (SPEC §6: what fits is committed). Those that
+    /// did not fit are tried again one at a time, smallest first (by the size the server
+    /// announced), until one still does not fit, or the free space cannot hold it: the larger
+    /// ones would not fit either.
+    private func retryWhatDidNotFit(_ jobs: [Job], settings: TransferSettings, _ results: inout [String: AssetResult]) {
+        let full = jobs.indices.filter { results[jobs[$0].ads[0].id]?.noSpace == true }
+        guard settings.parallel > 1, jobs.count > 1, !full.isEmpty, options.isCancelled?() != true else { return }
+        let order = full.sorted {
+            (results[jobs[$0].ads[0].id]?.announcedBytes ?? .max, $0)
+                < (results[jobs[$1].ads[0].id]?.announcedBytes ?? .max, $1)
+        }
+        var one = settings
+        one.parallel = 1
+        for i in order {
+            if let deadline = one.deadline, monotonicNow() >= deadline { return }
+            // One the free space cannot hold is not downloaded a second time.
+            var fs = statvfs()
+            if let wanted = results[jobs[i].ads[0].id]?.announcedBytes, statvfs(store.directory, &fs) == 0,
+                wanted > Int64(fs.f_bavail) * Int64(fs.f_frsize)
+            {
+                return
+            }
+            let engine = TransferEngine(settings: one)
+            engine.onProgress = onProgress
+            var again: [String: AssetResult] = [:]
+            engine.run([jobs[i].request]) { _, response in again = finishAsset(jobs[i], response) }
+            results.merge(again) { _, new in new }
+            if again.values.contains(where: \.noSpace) { return }
+        }
     }
 
     /// The cases where no request is needed: a cached file whose sha256 the feed confirms, an
@@ -577,7 +613,10 @@ final class Fetcher {
                 // is 75); any other write fault ends the run in 74.
                 partial.discard()
                 if code == ENOSPC || code == EDQUOT {
-                    return all(.failedForNow("\(url): did not fit on the disk (\(text))"))
+                    var r = AssetResult.failedForNow("\(url): did not fit on the disk (\(text))")
+                    r.noSpace = true
+                    r.announcedBytes = response.headers["content-length"].flatMap(Int64.init)
+                    return all(r)
                 }
                 var r = AssetResult.failedForNow("cannot write \(partial.path): \(text)")
                 r.ioError = FileIO.writeError("cannot write \(partial.path)", code)
