@@ -1,5 +1,10 @@
 import AdCacheKit
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// What an option's value is: how it is read, what `--help` says of it, and what a shell
 /// completes after it.

@@ -1,5 +1,15 @@
 import AdCacheKit
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A subcommand: its interface and what it does.
 protocol Command: Sendable {
@@ -68,7 +78,7 @@ struct Context {
 
 /// A path as given, made absolute against the working directory.
 func absolutePath(_ path: String) -> String {
-    path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+    path.hasPrefix("/") ? path : PathText.join(FileManager.default.currentDirectoryPath, path)
 }
 
 /// The command line as a function: `main.swift` calls it with the process's arguments,
@@ -219,7 +229,7 @@ enum Help {
         if !spec.arguments.isEmpty, !spec.name.isEmpty {
             lines += ["", "ARGUMENTS:"]
             for (arg, help) in spec.arguments {
-                lines.append(row(String(arg.replacingOccurrences(of: "?", with: "")), help))
+                lines.append(row(String(arg.replacing("?", with: "")), help))
             }
         }
         lines += ["", "OPTIONS:"]

@@ -1,5 +1,10 @@
 import AdCacheKit
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Configuration files (SPEC §9): `/etc/adcache.conf`, then `$XDG_CONFIG_HOME/adcache/config`
 /// (else `~/.config/adcache/config`); `--config FILE` (or `ADCACHE_CONFIG`) reads FILE instead
@@ -61,14 +66,14 @@ struct Config {
         var config = Config()
         let explicit = explicit ?? environment["ADCACHE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         for path in files(explicit: explicit.map(absolutePath), environment: environment) {
-            guard let data = FileHandle(forReadingAtPath: path)?.readDataToEndOfFile() else {   // /dev/null too
+            guard let data = try? FileIO.read(path, limit: 1 << 20) else {   // /dev/null too
                 throw UsageError(message: "cannot read the configuration file \(path)")
             }
             let text = String(decoding: data, as: UTF8.self)
             // (A CR LF is one Character in Swift: split on every kind of line end.)
             for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
                 // Whitespace and a CR (a file written on Windows) around a line are not part of it.
-                let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+                let line = raw.trimmedWithNewlines()
                 if line.isEmpty || line.hasPrefix("#") { continue }
                 let at = "\(path):\(n + 1)"
                 do {
@@ -87,14 +92,13 @@ struct Config {
         guard let eq = line.firstIndex(of: "=") else {
             throw UsageError(message: "\(at): expected 'key = value' (got '\(line)')")
         }
-        let key = line[..<eq].trimmingCharacters(in: .whitespaces)
-        var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+        let key = line[..<eq].trimmed()
+        var value = line[line.index(after: eq)...].trimmed()
         if let option = declared[key] {
             switch option.spec.kind {
             case .file, .directory:   // relative to the file that says it
                 if !value.hasPrefix("/") {
-                    value = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
-                        value)
+                    value = PathText.join(PathText.parent(path), value)
                 }
             default: break
             }
@@ -103,7 +107,7 @@ struct Config {
             } catch let e as UsageError {
                 throw UsageError(
                     message:
-                        "\(at): \(e.message.replacingOccurrences(of: "option '--\(key)'", with: "'\(key)'"))")
+                        "\(at): \(e.message.replacing("option '--\(key)'", with: "'\(key)'"))")
             }
         } else if extraKeys[key] != nil {
             let lower = value.lowercased()
@@ -117,7 +121,7 @@ struct Config {
                     throw UsageError(message: "\(at): 'feed' needs an http or https URL or a file (got '\(value)')")
                 }
                 if !value.contains("://"), !value.hasPrefix("/"), value != "-" {   // relative to the file
-                    value = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(value)
+                    value = PathText.join(PathText.parent(path), value)
                 }
             }
         } else if runOnly.contains(key) {

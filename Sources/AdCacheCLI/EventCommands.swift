@@ -1,5 +1,10 @@
 import AdCacheKit
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `adcache event TYPE ID`.
 enum EventCommand: Command {
@@ -109,7 +114,7 @@ enum StatsCommand: Command {
         for row in rows {
             console.out(
                 row.enumerated().map { c, cell in
-                    c == row.count - 1 ? cell : cell.padding(toLength: widths[c], withPad: " ", startingAt: 0)
+                    c == row.count - 1 ? cell : cell.padded(to: widths[c])
                 }.joined(separator: "  "))
         }
         let dropped = stats.droppedPermanent + stats.droppedAge + stats.droppedOverflow

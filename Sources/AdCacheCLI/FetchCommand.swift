@@ -1,5 +1,10 @@
 import AdCacheKit
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `adcache fetch [FEED]`.
 enum FetchCommand: Command {
@@ -176,7 +181,7 @@ final class ProgressBar {
         if p.rate > 0, total > p.bytes {
             let left = Int(Double(total - p.bytes) / p.rate)
             text +=
-                "  \(left / 3600 > 0 ? "\(left / 3600):" : "")\(left / 60 % 60):" + String(format: "%02d", left % 60)
+                "  \(left / 3600 > 0 ? "\(left / 3600):" : "")\(left / 60 % 60):" + Format.padded(left % 60, width: 2)
                 + " left"
         }
         return text

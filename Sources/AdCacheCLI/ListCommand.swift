@@ -1,5 +1,10 @@
 import AdCacheKit
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `adcache list`.
 enum ListCommand: Command {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The names of files in `assets/` (SPEC §3, §6): `<sha256 of the URL>.<ext>`, or
 /// `<sha256 of the URL>-<version>.<ext>`. Nothing else read from the index is ever opened or

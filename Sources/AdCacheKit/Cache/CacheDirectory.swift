@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -23,7 +27,7 @@ final class CacheDirectory: @unchecked Sendable {
     /// The directory as given (absolute): for messages and for the paths `next` prints.
     let path: String
     private let warn: WarningSink
-    private let lock = NSLock()
+    private let lock = Lock()
     private var fds: [Folder: Int32] = [:]
     private var warned: Set<String> = []
 

@@ -1,4 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The cache directory: where each file lives, the index's atomic load and save, and the
 /// locks that keep concurrent runs safe (SPEC §3, §6).
@@ -38,14 +47,17 @@ final class CacheStore {
     static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let d = environment["ADCACHE_DIR"], !d.isEmpty { return absolute(d) }
         if let x = environment["XDG_CACHE_HOME"], !x.isEmpty { return absolute(x) + "/adcache" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        let home =
+            environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? getpwuid(getuid()).map {
+                String(cString: $0.pointee.pw_dir)
+            } ?? "/"
         return home + "/.cache/adcache"
     }
 
     static func absolute(_ path: String) -> String {
         if path.hasPrefix("/") { return path }
         let cwd = FileManager.default.currentDirectoryPath
-        return (cwd as NSString).appendingPathComponent(path)
+        return PathText.join(cwd, path)
     }
 
     /// The path of an asset, as `next` prints it.

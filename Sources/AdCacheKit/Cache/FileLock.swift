@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -66,6 +70,6 @@ final class FileLock {
     /// The PID the holder wrote, if any.
     func owner() -> Int32? {
         guard let bytes = try? file.read(limit: 64) else { return nil }
-        return Int32(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        return Int32(String(decoding: bytes, as: UTF8.self).trimmedWithNewlines())
     }
 }

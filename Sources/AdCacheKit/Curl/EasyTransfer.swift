@@ -441,7 +441,7 @@ final class EasyTransfer {
     }
 
     private func hostOf(_ url: String) -> String {
-        guard let r = url.range(of: "://") else { return url }
+        guard let r = url.firstRange(of: "://") else { return url }
         return String(url[r.upperBound...].prefix { $0 != "/" && $0 != ":" })
     }
 

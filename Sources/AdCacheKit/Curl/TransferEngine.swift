@@ -1,5 +1,15 @@
 import CCurl
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Runs transfers through libcurl's multi interface: up to `parallel` at once, each streamed
 /// to memory or to its file, transient failures retried with exponential back-off and jitter

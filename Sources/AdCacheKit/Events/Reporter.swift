@@ -1,4 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `adcache report` (and the first step of `fetch`): delivers the queued events through the
 /// transfer engine — one GET per tracker URL, batches of up to 500 events POSTed to the

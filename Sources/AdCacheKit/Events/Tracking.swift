@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 extension AdCache {
     /// Proof of play (SPEC §8): who this device is, where batches go, and how the queue is

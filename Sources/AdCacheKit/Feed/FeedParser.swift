@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Reads a feed in any of the shapes of SPEC §2 into `[FeedAd]`.
 ///
@@ -273,7 +277,7 @@ struct FeedParser: Sendable {
     /// Resolves an asset reference against the feed's URL, as a browser would, and checks
     /// its scheme.
     func resolve(_ text: String, fail: (String) -> AdError) throws -> String {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmed()
         if baseURL == Self.standardInputBase, URL(string: trimmed)?.scheme == nil {
             throw fail("its \"url\" is relative, and a feed read from standard input has no URL to resolve it against")
         }

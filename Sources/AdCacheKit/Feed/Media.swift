@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Image or video: the two kinds of splash asset.
 public enum AdType: String, Sendable, CaseIterable {
@@ -51,7 +55,7 @@ enum MediaFormat: String, Sendable {
     static func type(forContentType contentType: String) -> AdType? {
         let main =
             contentType.lowercased().split(separator: ";").first.map {
-                $0.trimmingCharacters(in: .whitespaces)
+                $0.trimmed()
             } ?? ""
         if main.hasPrefix("image/") { return .image }
         if main.hasPrefix("video/") { return .video }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -68,7 +72,7 @@ final class Fetcher {
             if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
             let until = monotonicNow() + pause
             while monotonicNow() < until, options.isCancelled?() != true {
-                Thread.sleep(forTimeInterval: min(0.1, until - monotonicNow()))
+                usleep(useconds_t(min(0.1, until - monotonicNow()) * 1e6))
             }
         }
         try store.prepare()
@@ -580,11 +584,10 @@ final class Fetcher {
 
     /// For a `file:` asset: its modification time and size, as the validator.
     private func localStamp(_ url: String) -> String? {
-        guard let path = URL(string: url)?.path,
-            let attrs = try? FileManager.default.attributesOfItem(atPath: path),
-            let date = attrs[.modificationDate] as? Date, let size = attrs[.size] as? NSNumber
-        else { return nil }
-        return "mtime \(date.timeIntervalSince1970) size \(size.int64Value)"
+        var st = stat()
+        guard let path = URL(string: url)?.path, stat(path, &st) == 0 else { return nil }
+        let mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+        return "mtime \(Date(timeIntervalSince1970: mtime).timeIntervalSince1970) size \(Int64(st.st_size))"
     }
 
     /// Validates a finished download against each ad that wants it (their own `sha256` and
@@ -703,7 +706,7 @@ final class Fetcher {
             guard let range = response.headers["content-range"], let slash = range.lastIndex(of: "/") else {
                 return nil
             }
-            return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+            return Int64(range[range.index(after: slash)...].trimmed())
         }
         return response.headers["content-length"].flatMap(Int64.init)
     }
@@ -913,7 +916,7 @@ enum FeedLocation {
                 throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid file: URL")
             }
             self = .local(u.path)
-        } else if let r = text.range(of: "://"), !text[..<r.lowerBound].contains("/") {
+        } else if let r = text.firstRange(of: "://"), !text[..<r.lowerBound].contains("/") {
             throw AdCacheError.invalidRequest("FEED '\(text)': only http, https and file: feeds are supported")
         } else {
             self = .local(CacheStore.absolute(text))

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// HTTP freshness (RFC 9111 §4.2), as a private cache reckons it: a response is fresh for
 /// `max-age`, else `Expires` minus `Date`, less its `Age`; `s-maxage` is for shared caches
@@ -9,11 +13,11 @@ enum Freshness {
     /// asking again, or nil: ask next time.
     static func until(_ headers: [String: String], receivedAt now: Double, parseDate: (String) -> Double?) -> Double? {
         let directives = (headers["cache-control"] ?? "").lowercased().split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .map { $0.trimmed() }
         if directives.contains(where: { $0 == "no-store" || $0.hasPrefix("no-cache") }) { return nil }
         func seconds(_ name: String) -> Double? {
             for d in directives where d.hasPrefix(name + "=") {
-                return Double(d.dropFirst(name.count + 1).trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+                return Double(d.dropFirst(name.count + 1).trimming { $0 == "\"" })
             }
             return nil
         }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Now, as a command evaluates it (SPEC §6 *Clock trust*).
 enum Moment: Sendable {

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The stable machine interface: `next --json` and `list --json` objects (SPEC §4).
 extension ShownAd {
@@ -24,7 +28,7 @@ extension ShownAd {
         JSONOut.object([
             ("id", .null),
             ("path", .string(path)),
-            ("type", .string(MediaFormat.type(forExtension: (path as NSString).pathExtension)?.rawValue)),
+            ("type", .string(MediaFormat.type(forExtension: PathText.pathExtension(path))?.rawValue)),
             ("placement", .string(placement)),
             ("duration", .int(Int64(FeedAd.defaultDuration))),
             ("clickUrl", .null),

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// SIZE on the command line: bytes, optionally with K, M or G (powers of 1024), and a
 /// trailing `B` or `iB` in either case (`300MB`, `300MiB`, `10kb`).

@@ -1,4 +1,10 @@
-import Foundation
+import Dispatch
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -8,14 +14,14 @@ import Foundation
 
 /// The first error of concurrent workers.
 private final class ErrorBox: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var first: AdCacheError?
     var value: AdCacheError? { lock.lock(); defer { lock.unlock() }; return first }
     func set(_ e: AdCacheError) { lock.lock(); if first == nil { first = e }; lock.unlock() }
 }
 
 /// Small POSIX file helpers: what Foundation does not promise (fsync, errno in messages).
-enum FileIO {
+package enum FileIO {
     /// The message for the current errno, e.g. "No space left on device".
     static func errnoText(_ code: Int32 = errno) -> String {
         String(cString: strerror(code))
@@ -42,7 +48,7 @@ enum FileIO {
 
     /// Reads a whole file, refusing one larger than `limit` bytes.
     /// (A file outside the cache: a local feed. Inside it, `CacheFile.read`.)
-    static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
+    package static func read(_ path: String, limit: Int64 = .max) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw AdCacheError.io("cannot read \(path): \(errnoText())") }
         defer { close(fd) }
@@ -147,12 +153,12 @@ enum FileIO {
 
     /// mkdir -p; the error names the directory and the reason.
     static func makeDirectory(_ path: String) throws {
-        var isDir: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir) {
-            if isDir.boolValue { return }
+        var found = stat()
+        if stat(path, &found) == 0 {
+            if (found.st_mode & S_IFMT) == S_IFDIR { return }
             throw AdCacheError.cacheUnwritable("cannot create directory \(path): a file is in the way")
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.parent(path)
         if !parent.isEmpty, parent != path { try makeDirectory(parent) }
         if mkdir(path, 0o777) != 0, errno != EEXIST {
             throw AdCacheError.cacheUnwritable("cannot create directory \(path): \(errnoText())")

@@ -1,8 +1,8 @@
 /// Number formatting without Foundation's `String(format:)`, which sets up locale machinery
 /// on first use: `next` formats a time and a nonce on every recorded show.
-enum Format {
+package enum Format {
     /// `value` in `radix`, left-padded with zeros to `width` digits (lowercase letters).
-    static func padded<T: BinaryInteger>(_ value: T, width: Int, radix: Int = 10) -> String {
+    package static func padded<T: BinaryInteger>(_ value: T, width: Int, radix: Int = 10) -> String {
         let digits = String(value, radix: radix)
         return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }

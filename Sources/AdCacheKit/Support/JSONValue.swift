@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Any JSON value, kept exactly so that `meta` passes through untouched.
 public enum JSONValue: Codable, Equatable, Sendable {
@@ -70,7 +74,7 @@ public enum JSONValue: Codable, Equatable, Sendable {
         case .int(let i): return i
         case .double(let d) where d == d.rounded() && abs(d) < 9e15: return Int64(d)
         case .string(let s):
-            let t = s.trimmingCharacters(in: .whitespaces)
+            let t = s.trimmed()
             guard !t.isEmpty, t.count <= 18 else { return nil }
             var digits = Substring(t)
             let negative = digits.first == "-"

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The one JSON writer: straight into bytes, keys in the order given, pretty (an indent per
 /// level, `"key": value`) or compact. The index, `next --json`, `list --json` and the reports

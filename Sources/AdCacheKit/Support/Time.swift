@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -187,7 +191,7 @@ struct BootClock: Equatable, Sendable {
     static func now() -> BootClock? {
         #if os(Linux)
             guard let bytes = try? FileIO.read("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
-            let id = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
             var ts = timespec()
             guard !id.isEmpty, clock_gettime(CLOCK_BOOTTIME, &ts) == 0 else { return nil }
             return BootClock(bootId: id, seconds: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
