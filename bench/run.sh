@@ -239,6 +239,45 @@ A=$(printf '%s\n' "${ta[@]}" | awk '{ s += $1 } END { print s / NR }')
 B=$(printf '%s\n' "${ua[@]}" | awk '{ s += $1 } END { print s / NR }')
 row "next (records the show), 100 ads: with 2 impression trackers vs none" "$(ms "$A")" "$(ms "$B")" "$(python3 -c "print(f'{($A-$B)*1000:+.2f}')") ms" "≤ +1 ms" "$(python3 -c "print('yes' if $A - $B <= 0.001 else 'NO')")"
 
+echo "== 8: footprint (SPEC §7 v3): size, start-up of the shipped binary, the leanest feed" >&2
+size=$(stat -c %s "$BS")
+row "make release binary, stripped" "$(python3 -c "print(f'{$size/1e6:.1f} MB')")" "" "" "≤ 16 MB" "$(met "$size" 16000000)"
+make -s deb >"$W/deb.out" 2>&1 || true
+DEB=$(tail -1 "$W/deb.out")
+if [ -f "$DEB" ]; then
+    debsize=$(stat -c %s "$DEB")
+    row "the .deb (Installed-Size $(dpkg-deb -f "$DEB" Installed-Size) KiB)" "$(python3 -c "print(f'{$debsize/1e6:.1f} MB')")" "" "" "≤ 6 MB" "$(met "$debsize" 6000000)"
+fi
+pair n100r "$BS --cache-dir $W/i100 next --peek" "$W/hello-static"
+row "next --peek, 100 ads, make release vs minimal Foundation program (swiftc -O -static-stdlib)" "$(ms "$A")" "$(ms "$B")" "$R" "≤ 1.2" "$(met "$R" 1.2)"
+rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+cp -r "$W/i100" "$W/i100r"
+rn=$(rss "$BS" --cache-dir "$W/i100r" next); rc=$(rss curl --version)
+row "peak RSS of next (records the show), 100 ads, vs curl --version" "${rn} KiB" "${rc} KiB" "$(ratio "$rn" "$rc")" "—" ""
+# The leanest feed a server sends (id, type, url, expires, maxShows, priority), fetched by
+# adcache itself from local files, against jq's selection over that feed.
+mkdir -p "$W/lean/a"
+python3 - "$W/lean" <<'PY'
+import json, sys
+d = sys.argv[1]
+ads = []
+for i in range(10000):
+    p = "%s/a/%05d.jpg" % (d, i)
+    with open(p, "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0" + bytes(60) + i.to_bytes(4, "big"))
+    ads.append({"id": "ad-%05d" % i, "type": "image", "url": "file://" + p, "expires": 1900000000 + i,
+                "maxShows": 1000, "priority": i % 7})
+json.dump({"ads": ads}, open(d + "/feed.json", "w"))
+PY
+"$BS" --cache-dir "$W/lean/c" fetch -q --no-progress "$W/lean/feed.json" >/dev/null 2>&1 || true
+cp -r "$W/lean/c" "$W/lean/w"
+hyperfine -N -w 2 -r 15 --export-json "$W/lp.json" "$BS --cache-dir $W/lean/c next --peek" >/dev/null 2>&1
+hyperfine -N -w 1 -r 15 --export-json "$W/lw.json" "$BS --cache-dir $W/lean/w next" >/dev/null 2>&1
+hyperfine -N -w 2 -r 15 --export-json "$W/lj.json" "jq -r --argjson now $NOW '$FEEDJQ' $W/lean/feed.json" >/dev/null 2>&1
+lp=$(median "$W/lp.json"); lw=$(median "$W/lw.json"); lj=$(median "$W/lj.json")
+row "next --peek, 10,000 ads of the leanest feed vs jq over it (make release)" "$(ms "$lp")" "$(ms "$lj")" "$(ratio "$lp" "$lj")" "≤ 0.5" "$(met "$(ratio "$lp" "$lj")" 0.5)"
+row "next (records the show), the same" "$(ms "$lw")" "$(ms "$lj")" "$(ratio "$lw" "$lj")" "≤ 0.5" "$(met "$(ratio "$lw" "$lj")" 0.5)"
+
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
     echo

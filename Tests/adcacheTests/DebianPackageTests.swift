@@ -91,6 +91,13 @@ import Testing
         let newestText = newest.map(String.init).joined(separator: ".")
         #expect(info.stdout.contains("libc6 (>= \(newestText))"), "Depends names \(newestText): \(info.stdout)")
         #expect(newest.lexicographicallyPrecedes([2, 36]), "no glibc 2.36 needed: \(newestText)")
+        // SPEC §7's footprint: the binary ≤ 16 MB, the package ≤ 6 MB (no ICU tables: the
+        // library needs only FoundationEssentials).
+        let binarySize = Disk.size(extracted + "/usr/bin/adcache") ?? .max
+        let debSize = Disk.size(deb) ?? .max
+        print("packaged binary: \(binarySize) bytes; .deb: \(debSize) bytes")
+        #expect(binarySize <= 16_000_000, "the packaged binary is \(binarySize) bytes")
+        #expect(debSize <= 6_000_000, "the package is \(debSize) bytes")
         let version = sh(extracted + "/usr/bin/adcache", ["--version"])
         #expect(version.stdout.hasPrefix("adcache \(AdCacheVersion.string)"))
         let config = sh(extracted + "/usr/bin/adcache", ["--config", extracted + "/etc/adcache.conf", "config"])
