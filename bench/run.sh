@@ -190,7 +190,9 @@ row "next (records the show), 10,000 ads vs jq over the feed file" "$(ms "$n10kw
 # 50 launches at once at 10,000 ads: each holds the index lock for its journal and choice
 # only (the index is read before it), so none waits past its second and every show counts.
 cp -r "$W/i10k" "$W/c10k"
-for i in $(seq 50); do ( "$ADC" --cache-dir "$W/c10k" next >/dev/null 2>"$W/c10k.$i.err" ) & done; wait
+LAUNCHES=()   # (a bare `wait` would wait for the servers above too)
+for i in $(seq 50); do ( "$ADC" --cache-dir "$W/c10k" next >/dev/null 2>"$W/c10k.$i.err" ) & LAUNCHES+=($!); done
+wait "${LAUNCHES[@]}"
 lost=$(cat "$W"/c10k.*.err | grep -c 'not recorded' || true)
 row "50 concurrent launches, 10,000 ads: shows recorded" "$((50 - lost)) / 50" "" "" "50 / 50" "$([ "$lost" = 0 ] && echo yes || echo NO)"
 

@@ -235,7 +235,7 @@ final class Selector {
     private func foldIfLong(at moment: Moment) {
         guard store.journal.size > store.journalFoldSize else { return }
         do {
-            try store.withIndexLock(timeout: 0) {
+            _ = try store.withIndexLock(timeout: 0) {
                 try store.foldJournalLocked(bounds: proofOfPlay.bounds, now: { moment.trusted($0) }, warn: warn)
             }
         } catch AdCacheError.busy {
