@@ -20,7 +20,7 @@ let package = Package(
             name: "CCrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto"]),
+        .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto"], exclude: ["README.md"]),
         // The command line as a function (`CLI.run`), so that tests run it in-process.
         .target(name: "AdCacheCLI", dependencies: ["AdCacheKit"]),
         .executableTarget(name: "adcache", dependencies: ["AdCacheCLI"]),

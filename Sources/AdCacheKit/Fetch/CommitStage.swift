@@ -1,0 +1,123 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The commit stage of a fetch: the results merged into the index as it is at commit time.
+extension Fetcher {
+    /// Merges the results into the index as it is now (keeping shows recorded meanwhile),
+    /// withdraws what the feed no longer lists, and deletes files nothing names any more.
+    /// `sweep`: also delete what an interrupted predecessor left in assets/ (not after a
+    /// rebuild of a lost index, whose files the next run may still confirm).
+    func commit(
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?, sweep: Bool
+    ) throws {
+        let ads = feed.ads
+        // A run's downloads are worth more than a second's wait: the commit waits for the
+        // index lock as long as the deadline allows (a minute without one), not the second a
+        // launch waits (SPEC §6; a fold by another command may hold it a while).
+        let wait = options.transfer.deadline.map { max(1, $0 - monotonicNow()) } ?? 60
+        let launchWait = store.lockTimeout
+        store.lockTimeout = max(launchWait, wait)
+        defer { store.lockTimeout = launchWait }
+        var leftovers: [CacheFile] = []
+        let orphans: [String]
+        do {
+            orphans = try merge(feed, results: results, feedState: feedState, clockOffset: clockOffset, sweep: sweep) {
+                leftovers = $0
+            }
+        } catch {
+            // The downloads stay for the next run, which asks the server about them.
+            let today = Time.localDay(now())
+            store.saveUncommitted(
+                ads.compactMap { ad in
+                    guard let r = results[ad.id], r.file != nil else { return nil }
+                    var record = AdRecord(ad: ad, shown: nil, today: today)
+                    record.apply(ad)
+                    record.take(r, at: now(), failureKey: failureKey(ad))
+                    return record.file != nil && store.fileUnchanged(record) ? record : nil
+                })
+            throw error
+        }
+        store.uncommittedFile.remove()
+        for file in leftovers { file.remove() }
+        CrashPoint.reach("fetch.afterCommit")
+        // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
+        // for `prune` to delete once the grace has passed.
+        for name in orphans where AssetName.isValid(name) { store.asset(name).touch() }
+    }
+
+    /// The commit's read-modify-write of the index (under the index lock); returns the files
+    /// the index no longer names, and gives `leftovers` what the sweep deletes.
+    func merge(
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?, sweep: Bool,
+        leftovers: ([CacheFile]) -> Void
+    ) throws -> [String] {
+        let ads = feed.ads
+        return try store.update(warn: warn) { index in
+            let filesBefore = Set(index.ads.compactMap(\.file))
+            var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            let known = Set(byID.keys)
+            let today = Time.localDay(now())
+            let past = ads.contains { !known.contains($0.id) } ? pastShows(today: today) : [:]
+            var merged: [AdRecord] = []
+            for ad in ads {
+                var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
+                record.apply(ad)
+                if let r = results[ad.id] { record.take(r, at: now(), failureKey: failureKey(ad)) }
+                merged.append(record)
+            }
+            for var gone in index.ads where byID[gone.id] != nil {
+                gone.state = .withdrawn
+                merged.append(gone)
+            }
+            index.ads = merged
+            index.feed = feedState
+            index.reportUrl = feed.reportUrl
+            index.clockOffset = clockOffset
+            index.clockSync = clockOffset == nil ? nil : clockSync
+            let filesAfter = Set(merged.compactMap(\.file))
+            // What an interrupted predecessor moved into assets/ and never committed (this
+            // run holds the fetch lock): gone once past the grace, as prune would.
+            if sweep { leftovers(Pruner.orphans(in: store, named: filesAfter.union(filesBefore))) }
+            return Array(filesBefore.subtracting(filesAfter))
+        }
+    }
+}
+
+extension Fetcher {
+    /// The shows of each ad id that the proof-of-play counts hold (90 days, SPEC §8),
+    /// with those still in the journal: an ad listed again after its record went (pruned
+    /// as expired by a clock set ahead, withdrawn and back) resumes its count, so that its
+    /// `maxShows` and `maxShowsPerDay` are never exceeded. The caller holds the index lock.
+    func pastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
+        // Read once a run: events.json may be large, and the asset stage and the commit both ask.
+        if let cached = pastShowsRead, cached.today == today { return cached.counts }
+        let counts = readPastShows(today: today)
+        pastShowsRead = (today, counts)
+        return counts
+    }
+
+    func readPastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
+        guard var log = try? store.loadEvents(warn: { _ in }, setAside: false) else { return [:] }
+        let records = (try? store.journal.read(warn: { _ in }, deliveries: false)) ?? []
+        log.fold(records, bounds: EventBounds(maxEvents: .max, maxAge: 36500), now: Double(today) * 86400)
+        var out: [String: (total: Int64, today: Int64)] = [:]
+        for (day, ads) in log.days {
+            for (id, counts) in ads {
+                var entry = out[id] ?? (0, 0)
+                entry.total.add(counts.shows)
+                if day == today { entry.today.add(counts.shows) }
+                out[id] = entry
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,225 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The feed stage of a fetch: the feed's answer (or none while it is fresh), its redirects
+/// and freshness, and the clock measured against it.
+extension Fetcher {
+    struct FeedDownload {
+        /// nil when the server said 304.
+        var body: [UInt8]?
+        var finalURL: URL
+        var etag: String?
+        var lastModified: String?
+        /// The server's `Date` (Unix seconds) and the device's clock when the answer came.
+        var serverDate: Double?
+        var receivedAt: Double?
+        /// Until when the answer is fresh.
+        var freshUntil: Double?
+    }
+
+    /// The feed's transfer. With `--header`, redirects are followed here rather than by
+    /// libcurl (which keeps custom headers across hosts): the headers go only to the feed's
+    /// own origin (scheme, host and port), never to a CDN it redirects to (SPEC §4).
+    func fetchFeed(_ first: TransferRequest) throws -> TransferResponse {
+        var request = first
+        request.followRedirects = options.headers.isEmpty
+        let origin = Self.origin(first.url)
+        for _ in 0...options.transfer.maxRedirects {
+            var response = TransferResponse()
+            TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
+            if !request.followRedirects, (300...399).contains(response.status), response.status != 304,
+                let location = response.headers["location"]
+            {
+                guard let next = URL(string: location, relativeTo: URL(string: request.url))?.absoluteURL,
+                    ["http", "https"].contains(next.scheme?.lowercased() ?? "")
+                else {
+                    throw AdCacheError.feedUnreachable(
+                        "cannot fetch the feed \(first.url): refused: a redirect to \(location)")
+                }
+                request.url = next.absoluteString
+                request.headers = Self.origin(request.url) == origin ? first.headers : []
+                continue
+            }
+            if let error = response.error {
+                if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
+                throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): \(error)")
+            }
+            if response.effectiveURL.isEmpty { response.effectiveURL = request.url }
+            return response
+        }
+        throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): too many redirects")
+    }
+
+    /// scheme://host:port, lowercased, with the default port made explicit.
+    static func origin(_ url: String) -> String? {
+        guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), let host = u.host?.lowercased() else {
+            return nil
+        }
+        return "\(scheme)://\(host):\(u.port ?? (scheme == "https" ? 443 : 80))"
+    }
+
+    /// Until when an answer is fresh, on this run's (corrected) clock.
+    func freshUntil(_ headers: [String: String]) -> Double? {
+        Freshness.until(headers, receivedAt: now()) { try? CurlAPI.shared.get().parseDate($0) }
+    }
+
+    /// SPEC §6 *Clock trust*: a device clock more than five minutes off the feed server's is
+    /// corrected from now on (this run, and `next`, `list`, `prune` until a later fetch
+    /// measures again), with one warning; a local feed measures nothing.
+    func measureClock(_ download: FeedDownload) {
+        guard case .device = clock, let server = download.serverDate, let device = download.receivedAt else { return }
+        let offset = server - device
+        guard abs(offset) > Self.clockTolerance else {
+            clockOffset = nil
+            clockSync = nil
+            return
+        }
+        clockOffset = offset.rounded()
+        clockSync = BootClock.now().map { ClockSync(device: device, boot: $0) }
+        let way = offset > 0 ? "behind" : "ahead of"
+        warn(
+            Diagnostic(
+                .clock,
+                "the device clock is \(Self.span(abs(offset))) \(way) the feed server's; using the server's time"))
+    }
+
+    /// 90 → "2 minutes", 172800 → "2 days", as a person says it.
+    static func span(_ seconds: Double) -> String {
+        let (n, unit): (Int, String)
+        switch seconds {
+        case ..<5400: (n, unit) = (Int((seconds / 60).rounded()), "minute")
+        case ..<(36 * 3600): (n, unit) = (Int((seconds / 3600).rounded()), "hour")
+        case ..<(548 * 86400): (n, unit) = (Int((seconds / 86400).rounded()), "day")
+        default: (n, unit) = (Int((seconds / (365.25 * 86400)).rounded()), "year")
+        }
+        return "\(n) \(unit)\(n == 1 ? "" : "s")"
+    }
+
+    /// Proof of play (SPEC §4, §8): the queued events are delivered once the feed's answer
+    /// has measured the clock, so that they are judged on the trusted time — or, when the
+    /// feed cannot be read, on the clock as last measured, before the error.
+    func withReportStep<T>(_ feedStep: () throws -> T) rethrows -> T {
+        let result: T
+        do {
+            result = try feedStep()
+        } catch {
+            reportStep?(options.transfer) { self.now() }
+            throw error
+        }
+        reportStep?(options.transfer) { self.now() }
+        return result
+    }
+
+    /// The feed's answer (or none, while it is fresh), with the clock measured against it.
+    func feedStep(_ source: FeedLocation, previous: FeedSource?, _ before: CacheIndex) throws -> FeedDownload {
+        var download: FeedDownload
+        if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
+            // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
+            download = FeedDownload(
+                body: nil, finalURL: previous.finalUrl.flatMap(URL.init(string:)) ?? URL(fileURLWithPath: "/"),
+                etag: previous.etag, lastModified: previous.lastModified, freshUntil: fresh)
+        } else {
+            download = try downloadFeed(source, previous: previous, hasAds: !before.ads.isEmpty)
+            let offsetBefore = clockOffset ?? 0
+            measureClock(download)
+            // Freshness on the clock as this answer measured it (a device clock days ahead
+            // must not keep the feed "fresh" for those days).
+            download.freshUntil = download.freshUntil.map { $0 + (clockOffset ?? 0) - offsetBefore }
+        }
+        return download
+    }
+
+    func downloadFeed(_ source: FeedLocation, previous: FeedSource?, hasAds: Bool) throws -> FeedDownload {
+        switch source {
+        case .standardInput:
+            let bytes = options.feedContent ?? []
+            guard Int64(bytes.count) <= options.maxFeedSize else {
+                throw AdCacheError.feedUnreachable(
+                    "cannot read the feed: standard input is larger than the limit of \(options.maxFeedSize) bytes")
+            }
+            return FeedDownload(body: bytes, finalURL: FeedParser.standardInputBase)
+        case .local(let path):
+            let bytes: [UInt8]
+            do {
+                bytes = try FileIO.read(path, limit: options.maxFeedSize)
+            } catch let e as AdCacheError {
+                throw AdCacheError.feedUnreachable("cannot read the feed: \(e.message)")
+            }
+            return FeedDownload(body: bytes, finalURL: URL(fileURLWithPath: path))
+        case .remote(let url):
+            var request = TransferRequest(url: url, destination: .memory, maxBytes: options.maxFeedSize)
+            request.headers = options.headers
+            request.acceptCompressed = true
+            if hasAds, let previous {
+                request.ifNoneMatch = previous.etag
+                request.ifModifiedSince = previous.lastModified
+            }
+            let response = try fetchFeed(request)
+            let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
+            let receivedAt = deviceNow()
+            // The server's time: its Date plus the Age of a cached answer (a CDN's copy is not
+            // a clock error, SPEC §6).
+            let age = response.headers["age"].flatMap(Double.init).map { max(0, min($0, 365 * 86400)) } ?? 0
+            let serverDate = response.headers["date"].flatMap { try? CurlAPI.shared.get().parseDate($0) }.map {
+                $0 + age
+            }
+            let fresh = freshUntil(response.headers)
+            if response.notModified {
+                return FeedDownload(
+                    body: nil, finalURL: previous?.finalUrl.flatMap(URL.init(string:)) ?? finalURL,
+                    etag: response.headers["etag"] ?? previous?.etag,
+                    lastModified: response.headers["last-modified"] ?? previous?.lastModified,
+                    serverDate: serverDate, receivedAt: receivedAt, freshUntil: fresh)
+            }
+            return FeedDownload(
+                body: response.body, finalURL: finalURL,
+                etag: response.headers["etag"], lastModified: response.headers["last-modified"],
+                serverDate: serverDate, receivedAt: receivedAt, freshUntil: fresh)
+        }
+    }
+}
+
+/// FEED on the command line: an http/https URL, a `file:` URL, or a local path.
+enum FeedLocation {
+    case remote(String)
+    case local(String)
+    /// `-`: the feed's bytes come with the options (the command line reads standard input).
+    case standardInput
+
+    init(_ text: String) throws {
+        let lower = text.lowercased()
+        if text == "-" {
+            self = .standardInput
+        } else if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
+            guard let u = URL(string: text), u.host?.isEmpty == false else {
+                throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid URL")
+            }
+            self = .remote(text)
+        } else if lower.hasPrefix("file:") {
+            guard let u = URL(string: text), u.isFileURL else {
+                throw AdCacheError.invalidRequest("FEED '\(text)' is not a valid file: URL")
+            }
+            self = .local(u.path)
+        } else if let r = text.firstRange(of: "://"), !text[..<r.lowerBound].contains("/") {
+            throw AdCacheError.invalidRequest("FEED '\(text)': only http, https and file: feeds are supported")
+        } else {
+            self = .local(CacheStore.absolute(text))
+        }
+    }
+}
+
+extension FeedLocation {
+    var isStandardInput: Bool {
+        if case .standardInput = self { return true }
+        return false
+    }
+}
