@@ -32,6 +32,4 @@ enum Signals {
     /// The signal caught since `watch`, or nil.
     static var received: Int32? { caught == 0 ? nil : Int32(caught) }
 
-    /// 130 for SIGINT, 143 for SIGTERM (128 + the signal), as shells report them.
-    static func exitCode(_ sig: Int32) -> Int32 { 128 + sig }
 }

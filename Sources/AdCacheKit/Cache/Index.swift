@@ -80,11 +80,11 @@ struct AdRecord: Equatable, Sendable {
         duration = ad.duration
         priority = ad.priority
         shows = 0
-        apply(ad)
+        update(from: ad)
     }
 
     /// Takes the feed's fields, keeping what the cache knows (shows, file, validators).
-    mutating func apply(_ ad: FeedAd) {
+    mutating func update(from ad: FeedAd) {
         if url != ad.url {
             // A new asset for the campaign: the old file and validators no longer describe it.
             url = ad.url

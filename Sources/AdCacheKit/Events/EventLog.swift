@@ -361,7 +361,7 @@ extension CacheStore {
         var log = try loadEvents(warn: warn, setAside: true)
         if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
         CrashPoint.reach("fold.afterEvents")
-        if loaded.unfolded { try save(loaded.index) }
+        if loaded.journalApplied { try save(loaded.index) }
         CrashPoint.reach("fold.afterIndex")
         if journal.folding.status() != nil {
             try journal.withLock(timeout: lockTimeout) { try journal.removeFolded() }

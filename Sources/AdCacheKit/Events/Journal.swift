@@ -295,7 +295,7 @@ extension CacheIndex {
     /// Applies a journal record the index does not hold yet: a show counts, rotates and
     /// dates as it did when `next` recorded it, numbered by the index's own counter (a
     /// line's `seq` is never trusted to stop counting). Other events leave the index as it is.
-    mutating func apply(_ r: JournalRecord, positions: [String: Int]) {
+    mutating func applyJournalRecord(_ r: JournalRecord, positions: [String: Int]) {
         guard r.event == "impression" else { return }
         let seq = min(showSeq.adding(1), AdRecord.counts.upperBound)
         journalSeq = seq
@@ -320,7 +320,7 @@ extension CacheIndex {
 
     /// Applies the records it does not hold yet (`JournalMark.unread`), in order. An index
     /// written before marks were kept knows its records by show number (`journalSeq`).
-    mutating func apply(_ records: [JournalRecord]) {
+    mutating func applyJournal(_ records: [JournalRecord]) {
         let unread: ArraySlice<JournalRecord> =
             journalMark != nil
             ? JournalMark.unread(records, after: journalMark)
@@ -328,7 +328,7 @@ extension CacheIndex {
         guard let last = unread.last else { return }
         var positions: [String: Int] = [:]
         for (i, ad) in ads.enumerated() { positions[ad.id] = i }
-        for r in unread { apply(r, positions: positions) }
+        for r in unread { applyJournalRecord(r, positions: positions) }
         journalMark = JournalMark(after: last)
     }
 }

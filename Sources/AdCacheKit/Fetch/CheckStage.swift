@@ -56,7 +56,7 @@ extension Fetcher {
             return all(forGood("\(url): \(error)"))
         }
         if response.notModified {
-            if let c = job.cached, job.retryingFailure == nil {
+            if let c = job.cached, job.retriedError == nil {
                 var r = AssetResult(
                     outcome: .unchanged, file: c.file, bytes: c.bytes, fileMtime: c.fileMtime,
                     fileSha256: c.fileSha256, etag: response.headers["etag"] ?? c.etag,
@@ -65,7 +65,7 @@ extension Fetcher {
                 return all(r)
             }
             // Asked with the validators of a version that failed: it is still that version.
-            return all(forGood(job.retryingFailure ?? "\(url): unchanged since it failed"))
+            return all(forGood(job.retriedError ?? "\(url): unchanged since it failed"))
         }
         if let announced = Self.announcedTotal(response), announced != response.fileBytes, !job.request.allowFile {
             // Shorter: the connection ended early (resumable); longer: start over.

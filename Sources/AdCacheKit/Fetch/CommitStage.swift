@@ -40,7 +40,7 @@ extension Fetcher {
                 ads.compactMap { ad in
                     guard let r = results[ad.id], r.file != nil else { return nil }
                     var record = AdRecord(ad: ad, shown: nil, today: today)
-                    record.apply(ad)
+                    record.update(from: ad)
                     record.take(r, at: now(), failureKey: failureKey(ad))
                     return record.file != nil && store.fileUnchanged(record) ? record : nil
                 })
@@ -70,7 +70,7 @@ extension Fetcher {
             var merged: [AdRecord] = []
             for ad in ads {
                 var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
-                record.apply(ad)
+                record.update(from: ad)
                 if let r = results[ad.id] { record.take(r, at: now(), failureKey: failureKey(ad)) }
                 merged.append(record)
             }

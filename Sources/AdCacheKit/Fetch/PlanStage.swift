@@ -58,7 +58,7 @@ extension Fetcher {
         var cached: AdRecord?
         var request: TransferRequest
         /// Retrying a version that failed for good, conditionally: its error, for a 304.
-        var retryingFailure: String?
+        var retriedError: String?
     }
 
     /// What a failure for good is remembered against: the ad's asset as the feed describes
@@ -101,7 +101,7 @@ extension Fetcher {
         for ad in ads {
             // What the commit will record for this ad: if it can never be shown, no download.
             var record = byID[ad.id] ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
-            record.apply(ad)
+            record.update(from: ad)
             switch record.finished(at: t) {
             case .expired?:
                 results[ad.id] = AssetResult(outcome: .expired)
@@ -163,7 +163,7 @@ extension Fetcher {
                 retrying = nil
             }
             jobByURL[ad.url] = jobs.count
-            jobs.append(Job(url: ad.url, ads: [ad], cached: cached, request: request, retryingFailure: retrying))
+            jobs.append(Job(url: ad.url, ads: [ad], cached: cached, request: request, retriedError: retrying))
         }
         return (jobs, results)
     }

@@ -201,7 +201,7 @@ final class Selector {
                 record.rotationKey = choice.rotation?.key
                 record.rotationSignature = choice.rotation?.signature
                 try journal.append(record)
-                index.apply(record, positions: [ad.id: choice.position])
+                index.applyJournalRecord(record, positions: [ad.id: choice.position])
                 return .show(shown(index.ads[choice.position]))
             }
             if case .show = result { foldIfLong(at: moment) }

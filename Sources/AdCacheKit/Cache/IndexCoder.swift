@@ -1,0 +1,404 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The index's JSON form: readable (pretty, sorted keys), versioned, and read and written
+/// without Codable, which would dominate `next` on a large index.
+enum IndexCoder {
+    /// An index as read, with what had to be left out or repaired to trust it.
+    struct Decoded {
+        var index: CacheIndex
+        var repairs: [Diagnostic] = []
+        var source: [UInt8] = []
+        var ranges: [Range<Int>] = []
+
+        /// The index, each repair said once as a warning.
+        func index(warn: WarningSink) -> CacheIndex {
+            for r in repairs { warn(r) }
+            return index
+        }
+
+        func loaded(warn: WarningSink) -> CacheStore.Loaded {
+            var l = CacheStore.Loaded(index: index(warn: warn))
+            l.source = source
+            l.ranges = ranges
+            return l
+        }
+
+        mutating func repair(_ ad: String?, _ text: String) {
+            repairs.append(Diagnostic(.index, ad: ad, "index.json: " + text))
+        }
+    }
+
+    /// Reads the index. Malformed JSON (a torn or garbled file) throws. A record whose values
+    /// cannot be trusted — a field of the wrong kind, an unknown state, a negative count, a
+    /// time out of range — is dropped; a record whose only fault is its file name keeps its
+    /// counts and loses the file. Either is a repair, said as a warning.
+    static func decode(_ bytes: [UInt8], forSelection: Bool = false) throws -> Decoded {
+        try bytes.withUnsafeBufferPointer { buffer in
+            var s = JSONScanner(buffer)
+            var decoded = Decoded(index: CacheIndex())
+            if forSelection {
+                decoded.index.forSelection = true
+                decoded.source = bytes
+            }
+            var version: Int64?
+            var showSeq: Int64?
+            try s.object { s, key in
+                switch key {
+                case "version": version = try s.int()
+                case "feed": decoded.index.feed = try s.null() ? nil : FeedSource(&s)
+                case "showSeq": showSeq = try s.lenient { try $0.int() }
+                case "lastShown": decoded.index.lastShown = try s.lenient { try $0.optDouble() } ?? nil
+                case "clockOffset": decoded.index.clockOffset = try s.lenient { try $0.optDouble() } ?? nil
+                case "clockSync":
+                    decoded.index.clockSync = try s.lenient { try $0.optString() }?.flatMap(ClockSync.init(text:))
+                case "rotations":
+                    _ = try s.lenient { s in
+                        try s.object { s, key in
+                            let text = try s.string()   // "signature epoch rounds"
+                            let parts = text.split(separator: " ")
+                            if parts.count == 3, let epoch = Int64(parts[1]), let rounds = Int64(parts[2]),
+                                AdRecord.counts.contains(epoch), AdRecord.counts.contains(rounds)
+                            {
+                                decoded.index.rotations[key] = Rotation(
+                                    signature: String(parts[0]), epoch: epoch, rounds: rounds)
+                            }
+                        }
+                    }
+                case "journalSeq": decoded.index.journalSeq = try s.lenient { try $0.int() } ?? 0
+                case "journalMark":
+                    decoded.index.journalMark = try s.lenient { try $0.optString() }?.flatMap(JournalMark.init(text:))
+                case "reportUrl": decoded.index.reportUrl = try s.lenient { try $0.optString() } ?? nil
+                case "ads":
+                    var ids = Set<String>()
+                    try s.array { s in
+                        let start = s.position()
+                        var record = try AdRecord.Decoded(&s, forSelection: forSelection)
+                        let end = s.position()
+                        if record.fault == nil, !ids.insert(record.record.id).inserted {
+                            record.fault = "an earlier record has the same id"
+                        }
+                        if let fault = record.fault {
+                            decoded.repair(record.record.id, "dropped the record of \(record.name): \(fault)")
+                            return
+                        }
+                        if let fault = record.fileFault {
+                            decoded.repair(record.record.id, "\(record.name) loses its file: \(fault)")
+                            record.record.forgetFile()
+                            if record.record.state == .ready { record.record.state = .pending }
+                        }
+                        decoded.index.ads.append(record.record)
+                        if forSelection { decoded.ranges.append(start..<end) }
+                    }
+                default: try s.skip()
+                }
+            }
+            try s.finish()
+            guard let version else { throw s.fail("no version") }
+            decoded.index.version = Int(version)
+            // The show counter orders shows: it must be a count and at least every record's.
+            let highest = decoded.index.ads.compactMap(\.lastShowSeq).max() ?? 0
+            if let seq = showSeq, AdRecord.counts.contains(seq), seq >= highest {
+                decoded.index.showSeq = seq
+            } else {
+                decoded.index.showSeq = highest
+                if showSeq != nil {
+                    decoded.repair(nil, "the show counter was out of range; restarted it at \(highest)")
+                }
+            }
+            // Journal records up to this number are in the index: never more than it counted.
+            if !(0...decoded.index.showSeq).contains(decoded.index.journalSeq) {
+                decoded.index.journalSeq = decoded.index.showSeq
+                decoded.repair(nil, "the journal mark was out of range; set it to the show counter")
+            }
+            if let offset = decoded.index.clockOffset, !(abs(offset) < 1e10) {
+                decoded.index.clockOffset = nil
+                decoded.repair(nil, "the clock offset was out of range; forgot it")
+            }
+            if let t = decoded.index.lastShown, !Time.isSupported(t) {
+                decoded.index.lastShown = nil
+                decoded.repair(nil, "the time of the last show was out of range; forgot it")
+            }
+            return decoded
+        }
+    }
+
+    static func encode(_ index: CacheIndex) throws -> [UInt8] {
+        var w = JSONWriter(indent: 2, capacity: 512 + index.ads.count * 700)
+        w.beginObject()
+        w.key("ads")
+        w.beginArray()
+        for ad in index.ads {
+            w.key(nil)
+            ad.write(&w)
+        }
+        w.endArray()
+        if let feed = index.feed {
+            w.key("feed")
+            w.beginObject()
+            w.field("etag", feed.etag)
+            w.field("fetchedAt", feed.fetchedAt)
+            w.field("finalUrl", feed.finalUrl)
+            w.field("freshUntil", feed.freshUntil)
+            w.field("lastModified", feed.lastModified)
+            w.field("sha256", feed.sha256)
+            w.field("url", feed.url)
+            w.endObject()
+        }
+        w.field("clockOffset", index.clockOffset)
+        w.field("clockSync", index.clockSync?.text)
+        w.field("journalMark", index.journalMark?.text)
+        w.field("journalSeq", index.journalSeq)
+        w.field("lastShown", index.lastShown)
+        w.field("reportUrl", index.reportUrl)
+        if !index.rotations.isEmpty {
+            w.key("rotations")
+            w.beginObject()
+            for (k, r) in index.rotations.sorted(by: { $0.key < $1.key }) {
+                w.field(k, "\(r.signature) \(r.epoch) \(r.rounds)")
+            }
+            w.endObject()
+        }
+        w.field("showSeq", index.showSeq)
+        w.field("version", Int64(index.version))
+        w.endObject()
+        w.out.append(0x0A)
+        return w.out
+    }
+}
+
+extension FeedSource {
+    init(_ s: inout JSONScanner) throws {
+        var url: String?
+        var f = FeedSource(url: "")
+        try s.object { s, key in
+            switch key {
+            case "url": url = try s.string()
+            case "finalUrl": f.finalUrl = try s.optString()
+            case "etag": f.etag = try s.optString()
+            case "lastModified": f.lastModified = try s.optString()
+            case "fetchedAt": f.fetchedAt = try s.optDouble()
+            case "sha256": f.sha256 = try s.optString()
+            case "freshUntil": f.freshUntil = try s.lenient { try $0.optDouble() } ?? nil
+            default: try s.skip()
+            }
+        }
+        guard let url else { throw s.fail("feed without url") }
+        f.url = url
+        self = f
+    }
+}
+
+extension AdRecord {
+    /// Counters adcache keeps (shows, the show counter): whole numbers from 0 to 2^53, where
+    /// a JSON number is still exact. Anything else in the index is damage.
+    static let counts: ClosedRange<Int64> = 0...(1 << 53)
+
+    /// One record as read: the record, or why it cannot be trusted.
+    struct Decoded {
+        var record: AdRecord
+        /// Why the whole record is dropped.
+        var fault: String?
+        /// Why the record keeps its counts but loses its file.
+        var fileFault: String?
+        /// How warnings name the record.
+        var name: String { record.id.isEmpty ? "an ad without an id" : "ad '\(record.id)'" }
+
+        /// The keys of a record as `write` writes them.
+        enum Field: String, CaseIterable, Sendable {
+            case id, url, type, placement, state, file, bytes, fileMtime, sha256, fileSha256, etag, lastModified
+            case start, expires, maxShows, maxShowsPerDay, minInterval, duration, priority, clickUrl, meta
+            case shows, lastShown, lastShowSeq, showDay, showsOnDay, error, weight, failures, freshUntil
+            case feedType, failedFor, retryAt, failedEtag, failedLastModified, picks, pickEpoch, tracking
+            case hours, days
+        }
+        static let fields = JSONKeyTable<Field>()
+
+        /// `forSelection` skips the texts choosing an ad does not need (`takeTexts` brings
+        /// them back for the chosen one).
+        init(_ s: inout JSONScanner, forSelection: Bool = false) throws {
+            var id: String?, url: String?, state: StoredState?, stateName: String?
+            var r = AdRecord(ad: FeedAd(id: "", url: ""))
+            var fault: String?
+            try s.object(Self.fields) { s, key in
+                let ok = try s.lenient { s -> Bool in
+                    switch key {
+                    case .id: id = try s.string()
+                    case .url: if forSelection { try s.skip(); url = "" } else { url = try s.string() }
+                    case .type:
+                        if let name = try s.optString() {
+                            guard let t = AdType(rawValue: name) else { return false }
+                            r.type = t
+                        }
+                    case .placement: r.placement = try s.string()
+                    case .state:
+                        stateName = try s.string()
+                        state = StoredState(rawValue: stateName!)
+                    case .file: r.file = try s.optString()
+                    case .bytes: r.bytes = try s.optInt()
+                    case .fileMtime: r.fileMtime = try s.optInt()
+                    case .sha256: if forSelection { try s.skip() } else { r.sha256 = try s.optString() }
+                    case .fileSha256: if forSelection { try s.skip() } else { r.fileSha256 = try s.optString() }
+                    case .etag: if forSelection { try s.skip() } else { r.etag = try s.optString() }
+                    case .lastModified: if forSelection { try s.skip() } else { r.lastModified = try s.optString() }
+                    case .start: r.start = try s.optDouble()
+                    case .expires: r.expires = try s.optDouble()
+                    case .maxShows: r.maxShows = try s.optInt()
+                    case .maxShowsPerDay: r.maxShowsPerDay = try s.optInt()
+                    case .minInterval: r.minInterval = try s.optInt()
+                    case .duration: r.duration = Int(try s.int())
+                    case .priority: r.priority = try s.int()
+                    case .clickUrl: if forSelection { try s.skip() } else { r.clickUrl = try s.optString() }
+                    case .meta:
+                        if forSelection { try s.skip() } else { r.meta = try s.null() ? nil : s.value() }
+                    case .shows: r.shows = try s.int()
+                    case .lastShown: r.lastShown = try s.optDouble()
+                    case .lastShowSeq: r.lastShowSeq = try s.optInt()
+                    case .showDay: r.showDay = try s.optInt().map(Int.init)
+                    case .showsOnDay: r.showsOnDay = try s.optInt()
+                    case .error: if forSelection { try s.skip() } else { r.error = try s.optString() }
+                    case .weight: r.weight = try s.int()
+                    case .failures: r.failures = try s.optInt()
+                    case .freshUntil: r.freshUntil = try s.optDouble()
+                    case .feedType:
+                        if let name = try s.optString() {
+                            guard let t = AdType(rawValue: name) else { return false }
+                            r.feedType = t
+                        }
+                    case .failedFor: if forSelection { try s.skip() } else { r.failedFor = try s.optString() }
+                    case .retryAt: r.retryAt = try s.optDouble()
+                    case .failedEtag: if forSelection { try s.skip() } else { r.failedEtag = try s.optString() }
+                    case .failedLastModified:
+                        if forSelection { try s.skip() } else { r.failedLastModified = try s.optString() }
+                    case .picks: r.picks = try s.optInt()
+                    case .pickEpoch: r.pickEpoch = try s.optInt()
+                    case .tracking where forSelection: try s.skip()
+                    case .tracking:
+                        var tracking: [String: [String]] = [:]
+                        try s.object { s, event in tracking[event] = try s.strings() }
+                        r.tracking = tracking
+                    case .hours:
+                        guard let windows = Schedule.windows(try s.strings()) else { return false }
+                        r.schedule.windows = windows
+                    case .days:
+                        guard let mask = Schedule.dayMask(try s.strings()) else { return false }
+                        r.schedule.days = mask
+                    case nil: try s.skip()
+                    }
+                    return true
+                }
+                if ok != true, fault == nil, let key { fault = "its \"\(key.rawValue)\" is not a value adcache writes" }
+            }
+            r.id = id ?? ""
+            r.url = url ?? ""
+            r.state = state ?? .pending
+            record = r
+            if fault == nil {
+                if id == nil || url == nil || stateName == nil {
+                    fault = "it has no id, url or state"
+                } else if state == nil {
+                    fault = "its state '\(stateName!)' is not one this adcache knows"
+                }
+            }
+            self.fault = fault ?? r.implausibility
+            fileFault = r.fileImplausibility
+        }
+    }
+
+    /// Why this record's counts or times cannot be trusted, or nil.
+    var implausibility: String? {
+        // One by one, not as lists: this runs for every record a launch reads.
+        func count(_ name: StaticString, _ v: Int64?) -> String? {
+            guard let v, !Self.counts.contains(v) else { return nil }
+            return "its \"\(name)\" (\(v)) is not a count"
+        }
+        func negative(_ name: StaticString, _ v: Int64?) -> String? {
+            guard let v, v < 0 else { return nil }
+            return "its \"\(name)\" (\(v)) is negative"
+        }
+        func time(_ name: StaticString, _ v: Double?) -> String? {
+            guard let v, !Time.isSupported(v) else { return nil }
+            return "its \"\(name)\" is not a time between the years 0 and 9999"
+        }
+        if let why = count("shows", shows) ?? count("showsOnDay", showsOnDay) { return why }
+        if let why = count("lastShowSeq", lastShowSeq) ?? count("picks", picks) { return why }
+        if let why = count("pickEpoch", pickEpoch) ?? negative("maxShows", maxShows) { return why }
+        if let why = negative("maxShowsPerDay", maxShowsPerDay) ?? negative("minInterval", minInterval) {
+            return why
+        }
+        if let f = failures, !(1...64).contains(f) { return "its \"failures\" (\(f)) is out of range" }
+        if let why = time("start", start) ?? time("expires", expires) ?? time("lastShown", lastShown) { return why }
+        if let why = time("retryAt", retryAt) ?? time("freshUntil", freshUntil) { return why }
+        if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
+        if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
+        if !FeedAd.weightRange.contains(weight) { return "its \"weight\" (\(weight)) is out of range" }
+        return nil
+    }
+
+    /// Why this record's file cannot be used, or nil: a name that is not an asset's (SPEC §6:
+    /// never opened or deleted) or a negative size.
+    var fileImplausibility: String? {
+        guard let file else { return nil }
+        if !AssetName.isValid(file) { return "its file name is not an asset's (<64 hex digits>.<ext>)" }
+        if let b = bytes, b < 0 { return "its size (\(b)) is negative" }
+        return nil
+    }
+
+    func write(_ w: inout JSONWriter) {
+        w.beginObject()
+        w.field("bytes", bytes)
+        w.field("clickUrl", clickUrl)
+        w.field("duration", duration)
+        w.field("error", error)
+        w.field("etag", etag)
+        w.field("expires", expires)
+        w.field("file", file)
+        w.field("fileMtime", fileMtime)
+        w.field("failedEtag", failedEtag)
+        w.field("failedFor", failedFor)
+        w.field("failedLastModified", failedLastModified)
+        w.field("failures", failures)
+        w.field("feedType", feedType?.rawValue)
+        w.field("fileSha256", fileSha256)
+        w.field("freshUntil", freshUntil)
+        w.field("hours", schedule.hoursText)
+        w.field("days", schedule.daysText)
+        w.field("id", id)
+        w.field("lastModified", lastModified)
+        w.field("lastShowSeq", lastShowSeq)
+        w.field("lastShown", lastShown)
+        w.field("maxShows", maxShows)
+        w.field("maxShowsPerDay", maxShowsPerDay)
+        w.field("meta", meta)
+        w.field("minInterval", minInterval)
+        w.field("pickEpoch", pickEpoch)
+        w.field("picks", picks)
+        w.field("placement", placement)
+        w.field("priority", priority)
+        w.field("retryAt", retryAt)
+        w.field("sha256", sha256)
+        w.field("showDay", showDay)
+        w.field("shows", shows)
+        w.field("showsOnDay", showsOnDay)
+        w.field("start", start)
+        w.field("state", state.rawValue)
+        if !tracking.isEmpty {
+            w.key("tracking")
+            w.beginObject()
+            for (event, urls) in tracking.sorted(by: { $0.key < $1.key }) { w.field(event, urls) }
+            w.endObject()
+        }
+        w.field("type", type?.rawValue)
+        w.field("url", url)
+        if weight != 1 { w.field("weight", weight) }
+        w.endObject()
+    }
+}

@@ -1,0 +1,87 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reading the index when it cannot be trusted as it is (SPEC §6): an unreadable index is
+/// moved aside and its previous generation (`index.json.old`) takes its place; the journal's
+/// shows are applied on top by the loader (`CacheStore.applyJournal`).
+extension CacheStore {
+    func loadLockedIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {
+        switch try readIndex(indexFile, forSelection: forSelection) {
+        case .success(let decoded): return decoded.loaded(warn: warn)
+        case .failure(let unreadable):
+            let aside = asideName(indexFile)
+            guard indexFile.rename(to: aside) else {
+                throw AdCacheError.io(
+                    "index.json cannot be read (\(unreadable.reason)) nor moved aside: \(FileIO.errnoText())")
+            }
+            let loaded = try fallBack(unreadable.reason, movedTo: aside.path, warn: warn)
+            // The previous generation is current again.
+            if loaded.recovered, !oldIndexFile.isLink { _ = oldIndexFile.link(to: indexFile) }
+            dir.sync(.top)
+            return loaded
+        }
+    }
+
+    /// After an unreadable index: the previous generation when it can be read (show counts
+    /// survive; at most the last change is lost), else an empty index for the next fetch to
+    /// rebuild.
+    func fallBack(_ reason: String, movedTo aside: String?, warn: WarningSink) throws -> Loaded {
+        let what = "index.json could not be read (\(reason))" + (aside.map { "; moved it aside to \($0)" } ?? "")
+        if oldIndexFile.exists, case .success(let old) = try readIndex(oldIndexFile) {
+            warn(Diagnostic(.index, what + "; using index.json.old, the previous generation"))
+            return Loaded(index: old.index(warn: warn), recovered: true)
+        }
+        warn(Diagnostic(.index, what + "; the next fetch rebuilds it"))
+        return Loaded(index: CacheIndex(), recovered: true)
+    }
+
+    /// `<name>.corrupt-<time>`, with `.1`, `.2`… when that name is taken.
+    func asideName(_ file: CacheFile) -> CacheFile {
+        let base = "\(file.name).corrupt-\(Int(Date().timeIntervalSince1970))"
+        var aside = file.sibling(base)
+        var n = 0
+        while aside.exists {
+            n += 1
+            aside = file.sibling("\(base).\(n)")
+        }
+        return aside
+    }
+
+    struct Unreadable: Error { var reason: String }
+
+    func readIndex(_ file: CacheFile, forSelection: Bool = false) throws -> Result<IndexCoder.Decoded, Unreadable> {
+        guard let st = file.status() else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link (never followed), a fifo…
+            return .failure(Unreadable(reason: "it is not a regular file"))
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try file.read()
+        } catch let e as AdCacheError {
+            throw AdCacheError.io(e.message)
+        }
+        if bytes.isEmpty { return .failure(Unreadable(reason: "it is empty")) }
+        let decoded: IndexCoder.Decoded
+        do {
+            decoded = try IndexCoder.decode(bytes, forSelection: forSelection)
+        } catch let e as JSONScanner.Malformed {
+            return .failure(Unreadable(reason: "\(e.what) at byte \(e.offset)"))
+        } catch {
+            return .failure(Unreadable(reason: "it is not a valid index"))
+        }
+        guard decoded.index.version <= CacheIndex.currentVersion else {
+            throw AdCacheError.io(
+                "index.json has version \(decoded.index.version), newer than this adcache understands (\(CacheIndex.currentVersion))"
+            )
+        }
+        return .success(decoded)
+    }
+}
