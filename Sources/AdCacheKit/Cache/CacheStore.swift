@@ -107,9 +107,13 @@ final class CacheStore {
     /// Applies the journal's records that `index` does not hold yet (SPEC §6: show counts
     /// survive a recovery to the previous generation). True when there were some.
     @discardableResult
-    func applyJournal(_ index: inout CacheIndex, records: [JournalRecord]? = nil, warn: WarningSink) throws -> Bool {
+    func applyJournal(
+        _ index: inout CacheIndex, records: [JournalRecord]? = nil, positions: [String: Int]? = nil,
+        warn: WarningSink
+    ) throws -> Bool {
         let mark = index.journalMark
-        index.applyJournal(try records ?? journal.read(warn: warn, deliveries: false))   // the shows only
+        // The shows only.
+        index.applyJournal(try records ?? journal.read(warn: warn, deliveries: false), positions: positions)
         return index.journalMark != mark
     }
 
@@ -141,19 +145,13 @@ final class CacheStore {
     /// be parsed is moved aside (`index.json.corrupt-<time>`, never over an earlier one) and
     /// the previous generation, if readable, takes its place.
     /// `journal`: its records when the caller has read them already (a fold).
-    /// `early`: the index as read before the lock was taken; used when the file is still
-    /// that one (it is only ever replaced whole, by a rename), so that a launch holds the lock
-    /// for the journal and its choice only, not for reading a large index.
     /// `repair: false` for a caller that holds only the journal lock (a launch, an event): an
     /// unreadable index is read as `load` reads it, and left where it is.
     func loadLocked(
-        warn: WarningSink, forSelection: Bool = false, journal records: [JournalRecord]? = nil,
-        early: IndexSnapshot? = nil, repair: Bool = true
+        warn: WarningSink, forSelection: Bool = false, journal records: [JournalRecord]? = nil, repair: Bool = true
     ) throws -> Loaded {
         var loaded: Loaded
-        if let early, early.identity == indexFile.identity {
-            loaded = early.decoded.loaded(warn: warn)
-        } else if repair {
+        if repair {
             loaded = try loadLockedIndex(warn: warn, forSelection: forSelection)
         } else {
             loaded = try loadIndex(warn: warn, forSelection: forSelection)
@@ -167,20 +165,41 @@ final class CacheStore {
         var device: UInt64, inode: UInt64, size: Int64, mtime: Int64
     }
 
-    /// An index as read without the lock, and which file it was read from.
+    /// An index as read without the lock, with the journal as it was then, and which file it
+    /// was read from.
     struct IndexSnapshot {
         var decoded: IndexCoder.Decoded
         var identity: FileIdentity
+        var positions: [String: Int]
     }
 
-    /// Reads the index for selection without the lock; nil when there is none or it cannot
-    /// be read as it is (the locked path then deals with it).
+    /// Reads the index for selection without the lock, and applies the journal's records
+    /// (the long part of a launch at 10,000 ads: decoding, the first copy of the records, the
+    /// positions); nil when there is none or it cannot be read as it is (the locked path then
+    /// deals with it). Warnings wait for the locked read.
     func snapshotForSelection() -> IndexSnapshot? {
         guard let before = indexFile.identity,
-            case .success(let decoded)? = try? readIndex(indexFile, forSelection: true),
+            case .success(var decoded)? = try? readIndex(indexFile, forSelection: true),
             indexFile.identity == before
         else { return nil }
-        return IndexSnapshot(decoded: decoded, identity: before)
+        let positions = decoded.index.positions
+        _ = try? applyJournal(&decoded.index, positions: positions, warn: { _ in })
+        return IndexSnapshot(decoded: decoded, identity: before, positions: positions)
+    }
+
+    /// As `loadLocked`, for a launch that read the index before it took the journal's lock:
+    /// while the file is still that one (it is only ever replaced whole, by a rename), only
+    /// the journal's records appended since are applied, in place — so that a launch holds
+    /// the lock for the journal and its choice only. Never repairs (see `loadLocked`).
+    func loadLocked(early: inout IndexSnapshot?, warn: WarningSink, forSelection: Bool) throws -> Loaded {
+        guard early != nil, early?.identity == indexFile.identity else {
+            return try loadLocked(warn: warn, forSelection: forSelection, repair: false)
+        }
+        let positions = early!.positions
+        let applied = try applyJournal(&early!.decoded.index, positions: positions, warn: warn)
+        var loaded = early!.decoded.loaded(warn: warn)
+        loaded.journalApplied = applied
+        return loaded
     }
 
     /// Replaces index.json atomically (temporary, fsync, rename, fsync of the directory),

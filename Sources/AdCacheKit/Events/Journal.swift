@@ -318,16 +318,23 @@ extension CacheIndex {
         }
     }
 
+    /// Each record's place in `ads`, by id.
+    var positions: [String: Int] {
+        var positions: [String: Int] = [:]
+        for (i, ad) in ads.enumerated() { positions[ad.id] = i }
+        return positions
+    }
+
     /// Applies the records it does not hold yet (`JournalMark.unread`), in order. An index
     /// written before marks were kept knows its records by show number (`journalSeq`).
-    mutating func applyJournal(_ records: [JournalRecord]) {
+    /// `positions`: each record's place by id, when the caller has them already.
+    mutating func applyJournal(_ records: [JournalRecord], positions known: [String: Int]? = nil) {
         let unread: ArraySlice<JournalRecord> =
             journalMark != nil
             ? JournalMark.unread(records, after: journalMark)
             : records.filter { r in r.seq.map { $0 > journalSeq } ?? true }[...]
         guard let last = unread.last else { return }
-        var positions: [String: Int] = [:]
-        for (i, ad) in ads.enumerated() { positions[ad.id] = i }
+        let positions = known ?? self.positions
         for r in unread { applyJournalRecord(r, positions: positions) }
         journalMark = JournalMark(after: last)
     }

@@ -183,26 +183,29 @@ final class Selector {
             // lock covers the journal and the choice, so concurrent launches wait for each
             // other milliseconds, not the index's reading; and it is not the index lock, so
             // no fold or commit makes a launch wait.
-            let early = store.snapshotForSelection()
+            var early = store.snapshotForSelection()
             let journal = store.journal
             let result: NextResult = try journal.withLock(timeout: store.lockTimeout) {
-                let loaded = try store.loadLocked(warn: warn, forSelection: true, early: early, repair: false)
-                var index = loaded.index
+                let loaded = try store.loadLocked(early: &early, warn: warn, forSelection: true)
+                let index = loaded.index
                 let t = moment.resolve(index)
                 if SelectionPolicy.coolingDown(index, at: t, options: options) { return .coolingDown }
                 guard
                     let choice = SelectionPolicy.choose(
                         in: index, at: t, options: options, filePresent: store.filePresent)
                 else { return .nothingEligible }
-                loaded.complete(&index.ads[choice.position], at: choice.position)
-                let ad = index.ads[choice.position]
+                // The chosen record alone is completed and counted (the index is not changed
+                // here: copying 10,000 records under the lock is what launches would wait for).
+                var ad = index.ads[choice.position]
+                loaded.complete(&ad, at: choice.position)
                 var record = proofOfPlay.record("impression", of: ad, at: t, reportUrl: index.reportUrl)
-                record.seq = min(index.showSeq + 1, AdRecord.counts.upperBound)
+                let seq = min(index.showSeq + 1, AdRecord.counts.upperBound)
+                record.seq = seq
                 record.rotationKey = choice.rotation?.key
                 record.rotationSignature = choice.rotation?.signature
                 try journal.append(record)
-                index.applyJournalRecord(record, positions: [ad.id: choice.position])
-                return .show(shown(index.ads[choice.position]))
+                ad.recordShow(at: t, day: record.day, seq: seq)   // as the index will count it
+                return .show(shown(ad))
             }
             if case .show = result { foldIfLong(at: moment) }
             return result
