@@ -26,7 +26,7 @@ enum FetchCommand: Command {
         ).spec
         spec.kind = .text
         return Option(spec: spec) { h, spec in   // checked where it is read: the command line or a file
-            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
+            guard FetchOptions.isHeader(h) else {
                 throw UsageError(message: "option '--\(spec.long)' needs 'Name: value' (got '\(h)')")
             }
             return h

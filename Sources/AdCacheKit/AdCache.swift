@@ -329,11 +329,17 @@ public struct FetchOptions: Sendable {
         try check(maxAssetSize >= 0 && maxFeedSize >= 0, "size limits cannot be negative")
         try check(jitter >= 0 && jitter <= 86400, "the jitter must be 0 to 86400 seconds")
         try check(limitRate.map { $0 > 0 } ?? true, "the rate limit must be at least 1 byte per second")
-        for h in headers {
-            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\n"), !h.contains("\r") else {
-                throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
-            }
+        for h in headers where !Self.isHeader(h) {
+            throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
         }
+    }
+}
+
+extension FetchOptions {
+    /// A `--header` as curl takes it: `Name: value`, a name before the colon, on one line.
+    public static func isHeader(_ h: String) -> Bool {
+        guard let colon = h.firstIndex(of: ":") else { return false }
+        return colon != h.startIndex && !h.contains("\n") && !h.contains("\r")
     }
 }
 

@@ -337,7 +337,7 @@ extension AdRecord {
         if let f = failures, !(1...64).contains(f) { return "its \"failures\" (\(f)) is out of range" }
         if let why = time("start", start) ?? time("expires", expires) ?? time("lastShown", lastShown) { return why }
         if let why = time("retryAt", retryAt) ?? time("freshUntil", freshUntil) { return why }
-        if let d = showDay, !(-800_000...3_000_000).contains(d) { return "its \"showDay\" (\(d)) is out of range" }
+        if let d = showDay, !Time.supportedDays.contains(d) { return "its \"showDay\" (\(d)) is out of range" }
         if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
         if !FeedAd.weightRange.contains(weight) { return "its \"weight\" (\(weight)) is out of range" }
         return nil

@@ -95,7 +95,7 @@ struct JournalRecord: Equatable, Sendable {
             return nil
         }
         guard FeedAd.trackedEvents.contains(r.event), !r.id.isEmpty, !r.nonce.isEmpty, Time.isSupported(r.at),
-            (-800_000...3_000_000).contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression")
+            Time.supportedDays.contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression")
         else { return nil }
         self = r
     }

@@ -43,10 +43,8 @@ final class Fetcher {
     func now() -> Double {
         switch clock {
         case .device(let read, let boot):
-            let t = read().timeIntervalSince1970
-            guard let offset = clockOffset else { return t }
-            guard boot, let sync = clockSync else { return t + offset }
-            return sync.trusted(deviceNow: t, offset: offset)
+            return ClockSync.corrected(
+                read().timeIntervalSince1970, offset: clockOffset, sync: clockSync, bootClock: boot)
         case .fixed(let date): return date.timeIntervalSince1970
         }
     }

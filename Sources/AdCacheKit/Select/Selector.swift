@@ -15,9 +15,7 @@ enum Moment: Sendable {
     func resolve(_ index: CacheIndex) -> Double {
         switch self {
         case .device(let t, let boot):
-            guard let offset = index.clockOffset else { return t }
-            guard boot, let sync = index.clockSync else { return t + offset }
-            return sync.trusted(deviceNow: t, offset: offset)
+            return ClockSync.corrected(t, offset: index.clockOffset, sync: index.clockSync, bootClock: boot)
         case .given(let t): return t
         }
     }

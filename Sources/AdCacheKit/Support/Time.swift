@@ -25,6 +25,9 @@ enum Time {
     /// a time; an index record holding one is dropped (SPEC §6).
     static let supported: ClosedRange<Double> = -62_167_305_600...253_402_387_199
 
+    /// The local day numbers a record may carry (days since 1970; `supported`, with room).
+    static let supportedDays: ClosedRange<Int> = -800_000...3_000_000
+
     /// True for a finite time in `supported`.
     static func isSupported(_ t: Double) -> Bool { supported.contains(t) }
 
@@ -221,6 +224,15 @@ struct ClockSync: Equatable, Sendable {
     }
 
     static let stepTolerance: Double = 300
+
+    /// The one rule for "now" (SPEC §6), for `fetch` and for every other command: the device
+    /// clock `t`, corrected by the measured `offset` (none: as it reads), and by `sync` too
+    /// when `t` is the system's clock (`bootClock`).
+    static func corrected(_ t: Double, offset: Double?, sync: ClockSync?, bootClock: Bool) -> Double {
+        guard let offset else { return t }
+        guard bootClock, let sync else { return t + offset }
+        return sync.trusted(deviceNow: t, offset: offset)
+    }
 
     /// "<boot id> <boot seconds> <device seconds>", as the index stores it.
     var text: String { "\(boot.bootId) \(boot.seconds) \(device)" }
