@@ -591,26 +591,8 @@ public struct FetchReport: Sendable {
     /// Downloads left in `partial/` for the next run to resume.
     public var partialsKept = 0
 
-    func count(_ o: Outcome) -> Int { ads.filter { $0.outcome == o }.count }
-
-    /// `4 ads: 3 ready (2 downloaded, 1 unchanged), 1 failed`.
-    public var summary: String {
-        let ready = count(.downloaded) + count(.resumed) + count(.unchanged)
-        var detail: [String] = []
-        for o in [Outcome.downloaded, .resumed, .unchanged] where count(o) > 0 {
-            detail.append("\(count(o)) \(o.rawValue)")
-        }
-        var parts = ["\(ready) ready" + (detail.isEmpty ? "" : " (\(detail.joined(separator: ", ")))")]
-        for o in [Outcome.failed, .pending, .expired, .exhausted] where count(o) > 0 {
-            let older = ads.filter { $0.outcome == o && $0.olderFileServes }.count
-            let serving =
-                older == 0
-                ? "" : older == count(o) ? " (an older file serves)" : " (\(older) with an older file serving)"
-            parts.append("\(count(o)) \(o.rawValue)" + serving)
-        }
-        let noun = ads.count == 1 ? "ad" : "ads"
-        return "\(ads.count) \(noun): " + parts.joined(separator: ", ")
-    }
+    /// How many ads had outcome `o`.
+    public func count(_ o: FetchReport.Outcome) -> Int { ads.filter { $0.outcome == o }.count }
 }
 
 /// What one `report` run did: deliveries (one per tracker URL, one per event in a batch).

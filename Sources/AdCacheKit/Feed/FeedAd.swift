@@ -1,5 +1,5 @@
 /// One ad as the feed describes it, after every rule of SPEC §2 has been applied.
-struct FeedAd: Equatable, Sendable {
+package struct FeedAd: Equatable, Sendable {
     var id: String
     /// The absolute asset URL.
     var url: String
@@ -26,7 +26,7 @@ struct FeedAd: Equatable, Sendable {
 
     /// The events a feed may track.
     static let trackedEvents = ["impression", "click", "skip", "complete"]
-    static let defaultDuration = 5
+    package static let defaultDuration = 5
     /// The countdowns a feed may ask for (SPEC §2).
     static let durationRange = 3...5
     static let weightRange: ClosedRange<Int64> = 1...1000

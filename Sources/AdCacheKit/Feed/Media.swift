@@ -10,7 +10,7 @@ public enum AdType: String, Sendable, CaseIterable {
 }
 
 /// The container formats adcache accepts, recognised by their first bytes.
-enum MediaFormat: String, Sendable {
+package enum MediaFormat: String, Sendable {
     case jpeg, png, gif, webp, mp4, mov, webm
 
     var type: AdType {
@@ -43,7 +43,7 @@ enum MediaFormat: String, Sendable {
     }
 
     /// The type an extension names (`.jpg` → image), or nil.
-    static func type(forExtension ext: String) -> AdType? {
+    package static func type(forExtension ext: String) -> AdType? {
         switch ext.lowercased() {
         case "jpg", "jpeg", "png", "gif", "webp": return .image
         case "mp4", "m4v", "mov", "webm", "mkv": return .video

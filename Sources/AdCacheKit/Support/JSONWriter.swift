@@ -129,7 +129,7 @@ struct JSONWriter {
 
 /// A JSON document with explicit nulls and keys in the order given (the machine interface of
 /// `next --json`, `list --json` and the reports), rendered by `JSONWriter`.
-indirect enum JSONOut: Sendable {
+package indirect enum JSONOut: Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -138,12 +138,14 @@ indirect enum JSONOut: Sendable {
     case object([(String, JSONOut)])
     case raw(JSONValue)
 
-    static func string(_ s: String?) -> JSONOut { s.map { .string($0) } ?? .null }
-    static func int(_ i: Int64?) -> JSONOut { i.map { .int($0) } ?? .null }
-    static func time(_ t: Date?) -> JSONOut { t.map { .string(Time.format($0.timeIntervalSince1970)) } ?? .null }
+    package static func string(_ s: String?) -> JSONOut { s.map { .string($0) } ?? .null }
+    package static func int(_ i: Int64?) -> JSONOut { i.map { .int($0) } ?? .null }
+    package static func time(_ t: Date?) -> JSONOut {
+        t.map { .string(Time.format($0.timeIntervalSince1970)) } ?? .null
+    }
 
     /// Pretty with `indent` spaces per level, or compact on one line.
-    func render(indent: Int? = nil) -> String {
+    package func render(indent: Int? = nil) -> String {
         var w = JSONWriter(indent: indent)
         write(&w)
         return w.text

@@ -1,13 +1,18 @@
+import AdCacheKit
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
 
-/// The stable machine interface: `next --json` and `list --json` objects (SPEC §4).
+// The command line's output formats (SPEC §4): what `--json` and the summary lines print.
+// The library returns values; these are the command line's words for them.
+
+/// `next --json` and `list --json` (SPEC §4).
 extension ShownAd {
     /// The `next --json` object, on one line.
-    public var json: String {
+    package var json: String {
         JSONOut.object([
             ("id", .string(id)),
             ("path", .string(path)),
@@ -24,7 +29,7 @@ extension ShownAd {
     }
 
     /// The `next --json --fallback FILE` answer when nothing is eligible.
-    public static func fallbackJSON(path: String, placement: String) -> String {
+    package static func fallbackJSON(path: String, placement: String) -> String {
         JSONOut.object([
             ("id", .null),
             ("path", .string(path)),
@@ -42,7 +47,7 @@ extension ShownAd {
 }
 
 extension ListedAd {
-    var jsonValue: JSONOut {
+    package var jsonValue: JSONOut {
         .object([
             ("id", .string(id)),
             ("url", .string(url)),
@@ -62,38 +67,33 @@ extension ListedAd {
     }
 
     /// The `list --json` array.
-    public static func json(_ ads: [ListedAd]) -> String {
+    package static func json(_ ads: [ListedAd]) -> String {
         JSONOut.array(ads.map(\.jsonValue)).render(indent: 2)
     }
 }
 
-extension CacheStore {
-    /// The cache at a glance, as of `t`.
-    func listing(at moment: Moment, warn: WarningSink) throws -> [ListedAd] {
-        guard exists else {
-            // A mistyped --cache-dir must not look like an empty cache.
-            warn(Diagnostic(.cache, "the cache directory \(directory) does not exist"))
-            return []
-        }
-        let index = try load(warn: warn)
-        let t = moment.resolve(index)
-        let local = Time.local(t)
-        return index.ads.map { r in
-            let state = r.state(at: t, local: local, filePresent: filePresent(r))
-            func date(_ t: Double?) -> Date? { t.map(Date.init(timeIntervalSince1970:)) }
-            return ListedAd(
-                id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,
-                maxShows: r.maxShows, priority: r.priority, start: date(r.start), expires: date(r.expires),
-                lastShown: date(r.lastShown), bytes: r.file == nil ? nil : r.bytes,
-                path: r.file.map(assetPath), error: r.error,
-                restingUntil: state == .resting ? date(r.restsUntil(after: t, local: local)) : nil)
-        }
-    }
-}
-
 extension FetchReport {
+    /// `4 ads: 3 ready (2 downloaded, 1 unchanged), 1 failed`.
+    package var summary: String {
+        let ready = count(.downloaded) + count(.resumed) + count(.unchanged)
+        var detail: [String] = []
+        for o in [FetchReport.Outcome.downloaded, .resumed, .unchanged] where count(o) > 0 {
+            detail.append("\(count(o)) \(o.rawValue)")
+        }
+        var parts = ["\(ready) ready" + (detail.isEmpty ? "" : " (\(detail.joined(separator: ", ")))")]
+        for o in [FetchReport.Outcome.failed, .pending, .expired, .exhausted] where count(o) > 0 {
+            let older = ads.filter { $0.outcome == o && $0.olderFileServes }.count
+            let serving =
+                older == 0
+                ? "" : older == count(o) ? " (an older file serves)" : " (\(older) with an older file serving)"
+            parts.append("\(count(o)) \(o.rawValue)" + serving)
+        }
+        let noun = ads.count == 1 ? "ad" : "ads"
+        return "\(ads.count) \(noun): " + parts.joined(separator: ", ")
+    }
+
     /// The `fetch --json` report, with the exit code the command line ends with.
-    public func json(exitCode: Int32) -> String {
+    package func json(exitCode: Int32) -> String {
         JSONOut.object([
             ("feed", .string(feed)),
             ("feedStatus", .string(feedStatus)),
@@ -119,7 +119,7 @@ extension FetchReport {
 
 extension PruneReport {
     /// The `prune --json` report.
-    public var json: String {
+    package var json: String {
         JSONOut.object([
             ("dryRun", .bool(dryRun)),
             (
@@ -140,19 +140,19 @@ extension PruneReport {
 
 extension ReportResult {
     /// The `report --json` object: `{"delivered": n, "pending": n, "dropped": n}`.
-    public var json: String {
+    package var json: String {
         JSONOut.object([
             ("delivered", .int(Int64(delivered))), ("pending", .int(Int64(pending))), ("dropped", .int(Int64(dropped))),
         ]).render(indent: 2)
     }
 
     /// `3 delivered, 0 pending, 0 dropped`.
-    public var summary: String { "\(delivered) delivered, \(pending) pending, \(dropped) dropped" }
+    package var summary: String { "\(delivered) delivered, \(pending) pending, \(dropped) dropped" }
 }
 
 extension Stats {
     /// The `stats --json` object (SPEC §4).
-    public var json: String {
+    package var json: String {
         JSONOut.object([
             (
                 "days",
