@@ -1,6 +1,6 @@
 /// What the index remembers of an ad between runs. `list` derives the states a person sees
 /// (scheduled, expired, exhausted, missing) from these and the clock.
-enum StoredState: String, Codable, Sendable {
+enum StoredState: String, Sendable {
     /// Known from the feed, asset not (yet) downloaded.
     case pending
     /// Asset downloaded, validated and in `assets/`.

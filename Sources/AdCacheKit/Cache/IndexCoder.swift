@@ -9,7 +9,7 @@
     import Darwin
 #endif
 
-/// The index's JSON form: readable (pretty, sorted keys), versioned, and read and written
+/// The index's JSON form: readable (pretty, each key in a fixed place), versioned, and read and written
 /// without Codable, which would dominate `next` on a large index.
 enum IndexCoder {
     /// An index as read, with what had to be left out or repaired to trust it.

@@ -4,8 +4,9 @@
     import Foundation
 #endif
 
-/// Any JSON value, kept exactly so that `meta` passes through untouched.
-public enum JSONValue: Codable, Equatable, Sendable {
+/// Any JSON value, as `JSONScanner` reads it, so that `meta` passes through (numbers and
+/// strings as given; an object's keys in no particular order).
+public enum JSONValue: Equatable, Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -13,40 +14,6 @@ public enum JSONValue: Codable, Equatable, Sendable {
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
-
-    public init(from decoder: Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() {
-            self = .null
-        } else if let b = try? c.decode(Bool.self) {
-            self = .bool(b)
-        } else if let i = try? c.decode(Int64.self) {
-            self = .int(i)
-        } else if let d = try? c.decode(Double.self) {
-            self = .double(d)
-        } else if let s = try? c.decode(String.self) {
-            self = .string(s)
-        } else if let a = try? c.decode([JSONValue].self) {
-            self = .array(a)
-        } else if let o = try? c.decode([String: JSONValue].self) {
-            self = .object(o)
-        } else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a JSON value")
-        }
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var c = encoder.singleValueContainer()
-        switch self {
-        case .null: try c.encodeNil()
-        case .bool(let b): try c.encode(b)
-        case .int(let i): try c.encode(i)
-        case .double(let d): try c.encode(d)
-        case .string(let s): try c.encode(s)
-        case .array(let a): try c.encode(a)
-        case .object(let o): try c.encode(o)
-        }
-    }
 
     subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
