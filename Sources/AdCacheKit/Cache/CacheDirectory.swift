@@ -22,13 +22,24 @@ final class CacheDirectory: @unchecked Sendable {
     enum Folder: String, Sendable, CaseIterable {
         case top = ""
         case assets, partial
+
+        /// Its place in `fds`.
+        var slot: Int {
+            switch self {
+            case .top: return 0
+            case .assets: return 1
+            case .partial: return 2
+            }
+        }
     }
 
     /// The directory as given (absolute): for messages and for the paths `next` prints.
     let path: String
     private let warn: WarningSink
     private let lock = Lock()
-    private var fds: [Folder: Int32] = [:]
+    /// Each folder's descriptor by `Folder.slot`, -2 until opened (an array, not a dictionary:
+    /// a launch instantiates no hashed generic type it can avoid).
+    private var fds: [Int32] = [-2, -2, -2]
     private var warned: Set<String> = []
 
     init(path: String, warn: @escaping WarningSink = { _ in }) {
@@ -37,7 +48,7 @@ final class CacheDirectory: @unchecked Sendable {
     }
 
     deinit {
-        for fd in fds.values { close(fd) }
+        for fd in fds where fd >= 0 { close(fd) }
     }
 
     /// The path of a folder, for messages.
@@ -62,7 +73,8 @@ final class CacheDirectory: @unchecked Sendable {
     /// entered (it does not exist yet, or something other than a directory has its name).
     func fd(_ folder: Folder) -> Int32 {
         lock.lock()
-        if let fd = fds[folder] {
+        if fds[folder.slot] >= 0 {
+            let fd = fds[folder.slot]
             lock.unlock()
             return fd
         }
@@ -84,12 +96,13 @@ final class CacheDirectory: @unchecked Sendable {
             return -1
         }
         lock.lock()
-        if let raced = fds[folder] {   // another thread opened it meanwhile
+        if fds[folder.slot] >= 0 {   // another thread opened it meanwhile
+            let raced = fds[folder.slot]
             lock.unlock()
             close(fd)
             return raced
         }
-        fds[folder] = fd
+        fds[folder.slot] = fd
         lock.unlock()
         if folder == .top, let message = ownershipWarning(fd) { warnOnce(message) }
         return fd

@@ -64,11 +64,20 @@ enum SelectionPolicy {
         in index: CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
     ) -> (position: Int, rotation: (key: String, signature: String)?)? {
         let local = Time.local(t)
+        // The eligible ads, highest priority first and in order of preference within one
+        // (a sort, not a dictionary of groups: no hashed generic type on the launch path).
         let eligible = index.ads.indices.filter { isEligible(index.ads[$0], at: t, local: local, options: options) }
-        var byPriority: [Int64: [Int]] = [:]
-        for i in eligible { byPriority[index.ads[i].priority, default: []].append(i) }
-        for priority in byPriority.keys.sorted(by: >) {
-            let group = byPriority[priority]!.sorted { prefers(index.ads[$0], index.ads[$1]) }
+            .sorted { a, b in
+                let pa = index.ads[a].priority, pb = index.ads[b].priority
+                return pa != pb ? pa > pb : prefers(index.ads[a], index.ads[b])
+            }
+        var start = 0
+        while start < eligible.count {
+            let priority = index.ads[eligible[start]].priority
+            var end = start
+            while end < eligible.count, index.ads[eligible[end]].priority == priority { end += 1 }
+            let group = Array(eligible[start..<end])
+            start = end
             let weight = index.ads[group[0]].weight
             if group.allSatisfy({ index.ads[$0].weight == weight }) {
                 // Equal weights rotate strictly: the first in order whose file is there.
