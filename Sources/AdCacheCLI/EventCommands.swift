@@ -37,9 +37,10 @@ enum EventCommand: Command {
 enum ReportCommand: Command {
     static let maxEvents = Option.integer(
         "max-events", "At most this many events queued; the oldest go first (counted as dropped).",
-        range: 1...10_000_000, default: "100000")
+        range: OptionRanges.maxEvents, default: "100000")
     static let maxEventAge = Option.integer(
-        "max-event-age", "Drop queued events older than this many days (counted).", range: 1...365, default: "30")
+        "max-event-age", "Drop queued events older than this many days (counted).", range: OptionRanges.maxEventAge,
+        default: "30")
     static let json = Flag("json", "Print {\"delivered\", \"pending\", \"dropped\"} for this run as JSON.")
 
     static let spec = CommandSpec(

@@ -10,12 +10,13 @@ import AdCacheKit
 enum FetchCommand: Command {
     static let timeout = Option.seconds(
         "timeout", "The connect time, and the longest stretch without a byte, before a transfer gives up.",
-        range: 0.001...86400, default: "30")
+        range: OptionRanges.timeout, default: "30")
     static let deadline = Option.seconds(
-        "deadline", "Stop the whole run after this many seconds; what finished is kept.", range: 0.001...31_536_000,
+        "deadline", "Stop the whole run after this many seconds; what finished is kept.", range: OptionRanges.deadline,
         default: "none")
-    static let parallel = Option.integer("parallel", "Transfers at once.", range: 1...64, default: "4")
-    static let retries = Option.integer("retries", "Retries of a transient failure.", range: 0...20, default: "2")
+    static let parallel = Option.integer("parallel", "Transfers at once.", range: OptionRanges.parallel, default: "4")
+    static let retries = Option.integer(
+        "retries", "Retries of a transient failure.", range: OptionRanges.retries, default: "2")
     static let limitRate = Option.size(
         "limit-rate", "At most this many bytes per second in all, as curl's option (default: no limit).", minimum: 1)
     static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this.", default: "100M")
@@ -36,7 +37,8 @@ enum FetchCommand: Command {
         "user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
     static let jitter = Option.seconds(
-        "jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).", range: 0...86400, default: "0")
+        "jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).", range: OptionRanges.jitter,
+        default: "0")
     static let revalidate = Flag(
         "revalidate",
         "Ask for the feed and every asset even while the server marked them fresh (Cache-Control), and retry what waits out the back-off of a failure for good."

@@ -327,7 +327,7 @@ public struct FetchOptions: Sendable {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
         try check(maxAssetSize >= 0 && maxFeedSize >= 0, "size limits cannot be negative")
-        try check(jitter >= 0 && jitter <= 86400, "the jitter must be 0 to 86400 seconds")
+        try check(OptionRanges.jitter.contains(jitter), "the jitter must be 0 to 86400 seconds")
         try check(limitRate.map { $0 > 0 } ?? true, "the rate limit must be at least 1 byte per second")
         for h in headers where !Self.isHeader(h) {
             throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
@@ -404,8 +404,8 @@ public struct ReportOptions: Sendable {
         func check(_ ok: Bool, _ what: String) throws {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
-        try check(maxEvents.map { $0 >= 1 } ?? true, "max-events must be at least 1")
-        try check(maxEventAge.map { $0 >= 1 } ?? true, "max-event-age must be at least 1 day")
+        try check(maxEvents.map(OptionRanges.maxEvents.contains) ?? true, "max-events must be 1 to 10000000")
+        try check(maxEventAge.map(OptionRanges.maxEventAge.contains) ?? true, "max-event-age must be 1 to 365 days")
     }
 }
 
@@ -422,6 +422,22 @@ public struct StatsOptions: Sendable {
     }
 }
 
+/// The ranges of the options, written once: the library checks them (`validate`) and the
+/// command line declares its options with them (its own messages, checked first).
+public enum OptionRanges {
+    /// Seconds: `--timeout`.
+    public static let timeout: ClosedRange<Double> = 0.001...86400
+    /// Seconds: `--deadline`.
+    public static let deadline: ClosedRange<Double> = 0.001...31_536_000
+    public static let parallel: ClosedRange<Int> = 1...64
+    public static let retries: ClosedRange<Int> = 0...20
+    /// Seconds: `--jitter`.
+    public static let jitter: ClosedRange<Double> = 0...86400
+    public static let maxEvents: ClosedRange<Int> = 1...10_000_000
+    /// Days: `--max-event-age`.
+    public static let maxEventAge: ClosedRange<Int> = 1...365
+}
+
 extension TransferSettings {
     /// The ranges an app could get wrong (fetch and report alike); the command line checks
     /// them first, with its own messages.
@@ -429,10 +445,11 @@ extension TransferSettings {
         func check(_ ok: Bool, _ what: String) throws {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
-        try check(timeout > 0 && timeout.isFinite, "the timeout must be a positive number of seconds")
-        try check(deadline.map { $0 > 0 && $0.isFinite } ?? true, "the deadline must be a positive number of seconds")
-        try check((1...64).contains(parallel), "parallel transfers must be 1 to 64")
-        try check((0...20).contains(retries), "retries must be 0 to 20")
+        let r = OptionRanges.self
+        try check(r.timeout.contains(timeout), "the timeout must be 0.001 to 86400 seconds")
+        try check(deadline.map(r.deadline.contains) ?? true, "the deadline must be 0.001 to 31536000 seconds")
+        try check(r.parallel.contains(parallel), "parallel transfers must be 1 to 64")
+        try check(r.retries.contains(retries), "retries must be 0 to 20")
     }
 }
 
