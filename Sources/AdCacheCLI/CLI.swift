@@ -76,11 +76,6 @@ struct Context {
     }
 }
 
-/// A path as given, made absolute against the working directory.
-func absolutePath(_ path: String) -> String {
-    path.hasPrefix("/") ? path : PathText.join(FileManager.default.currentDirectoryPath, path)
-}
-
 /// The command line as a function: `main.swift` calls it with the process's arguments,
 /// environment and file descriptors; tests call it in-process with their own.
 public enum CLI {
@@ -150,12 +145,12 @@ public enum CLI {
             let config = try Config.load(
                 explicit: try parsed.get(GlobalOptions.config), environment: environment,
                 lenient: command.spec.name == "next" ? { console.warning($0) } : nil)
-            let cacheDirGiven = try parsed.get(GlobalOptions.cacheDir).map(absolutePath)
+            let cacheDirGiven = try parsed.get(GlobalOptions.cacheDir).map(PathText.absolute)
             let onCommandLine = parsed
             config.apply(to: &parsed)
             console.quiet = parsed.has(GlobalOptions.quiet)
             console.verbose = parsed.has(GlobalOptions.verbose)
-            let fromEnvironment = environment["ADCACHE_DIR"].flatMap { $0.isEmpty ? nil : absolutePath($0) }
+            let fromEnvironment = environment["ADCACHE_DIR"].flatMap { $0.isEmpty ? nil : PathText.absolute($0) }
             let dir =
                 cacheDirGiven ?? fromEnvironment ?? config.value(GlobalOptions.cacheDir.long)
                 ?? AdCache.Configuration.defaultDirectory(environment: environment)

@@ -65,7 +65,7 @@ struct Config {
     {
         var config = Config()
         let explicit = explicit ?? environment["ADCACHE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
-        for path in files(explicit: explicit.map(absolutePath), environment: environment) {
+        for path in files(explicit: explicit.map(PathText.absolute), environment: environment) {
             guard let data = try? FileIO.read(path, limit: 1 << 20) else {   // /dev/null too
                 throw UsageError(message: "cannot read the configuration file \(path)")
             }

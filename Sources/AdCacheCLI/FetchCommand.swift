@@ -66,7 +66,7 @@ enum FetchCommand: Command {
     /// `--cacert`, made absolute and checked readable.
     static func caFile(_ args: ParsedArguments) throws -> String? {
         guard let ca = try args.get(cacert) else { return nil }
-        let path = absolutePath(ca)
+        let path = PathText.absolute(ca)
         guard FileManager.default.isReadableFile(atPath: path) else {
             throw args.usage("option '--cacert': cannot read '\(ca)'")
         }
@@ -78,7 +78,7 @@ enum FetchCommand: Command {
         // FEED: the argument, else the configured feed, else the last successful fetch's.
         var feed = args.positionals.first ?? context.config.value("feed")
         // A local path is remembered absolute, so that cron's bare `fetch` (run elsewhere) finds it.
-        if let f = feed, f != "-", !f.contains("://"), !f.hasPrefix("/") { feed = absolutePath(f) }
+        if let f = feed, f != "-", !f.contains("://"), !f.hasPrefix("/") { feed = PathText.absolute(f) }
         var options = FetchOptions(feed: feed)
         if options.feed == "-" { options.feedContent = context.console.io.readStandardInput() }
         if let t = try args.get(timeout) { options.timeout = t }

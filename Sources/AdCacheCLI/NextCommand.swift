@@ -33,7 +33,7 @@ enum NextCommand: Command {
             guard !p.isEmpty else { throw args.usage("option '--placement' needs a name") }
             options.placement = p
         }
-        var fallbackPath = try args.get(fallback).map(absolutePath)
+        var fallbackPath = try args.get(fallback).map(PathText.absolute)
         if let path = fallbackPath, !FileManager.default.fileExists(atPath: path) {
             context.console.warning("the fallback \(path) does not exist; not showing it")
             fallbackPath = nil

@@ -197,4 +197,25 @@ import Testing
         let stats = try ahead.stats()
         #expect(stats.droppedAge == 0 && stats.pending == 4, "\(stats)")
     }
+    /// The boot clock's rule on its own (SPEC §6): in the same boot, a device clock that
+    /// moved with the boot clock keeps clock + offset; one stepped by more than 300 s since
+    /// the measurement gives the server's time then plus the boot clock's elapsed time;
+    /// after a reboot (another boot id) or a boot clock gone backwards, clock + offset again.
+    @Test func theBootClockRule() {
+        let sync = ClockSync(device: 1_000, boot: BootClock(bootId: "boot-a", seconds: 50))
+        let offset = 2_000_000_000.0   // measured at 1970 + 1000 s against a server in 2033
+        func now(_ device: Double, _ boot: BootClock?) -> Double {
+            sync.trusted(deviceNow: device, offset: offset, bootNow: boot)
+        }
+        let later = BootClock(bootId: "boot-a", seconds: 650)   // 600 s of boot time later
+        #expect(now(1_600, later) == 1_600 + offset, "moved with the boot clock")
+        #expect(now(1_800, later) == 1_800 + offset, "200 s off: within the tolerance")
+        #expect(now(1_900_000_000, later) == 1_000 + offset + 600, "stepped by NTP: the server's time then + 600 s")
+        #expect(now(1_900_000_000, BootClock(bootId: "boot-b", seconds: 20)) == 1_900_000_000 + offset, "rebooted")
+        #expect(now(1_900_000_000, BootClock(bootId: "boot-a", seconds: 10)) == 1_900_000_000 + offset)
+        #expect(now(1_900_000_000, nil) == 1_900_000_000 + offset, "no boot clock")
+        #expect(ClockSync(text: sync.text) == sync)
+        #expect(ClockSync.corrected(5, offset: nil, sync: sync, bootClock: true) == 5, "no offset: as it reads")
+        #expect(ClockSync.corrected(5, offset: 7, sync: sync, bootClock: false) == 12, "a clock of a test's making")
+    }
 }

@@ -45,19 +45,13 @@ final class CacheStore {
 
     /// `$ADCACHE_DIR`, else `$XDG_CACHE_HOME/adcache`, else `~/.cache/adcache`.
     static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let d = environment["ADCACHE_DIR"], !d.isEmpty { return absolute(d) }
-        if let x = environment["XDG_CACHE_HOME"], !x.isEmpty { return absolute(x) + "/adcache" }
+        if let d = environment["ADCACHE_DIR"], !d.isEmpty { return PathText.absolute(d) }
+        if let x = environment["XDG_CACHE_HOME"], !x.isEmpty { return PathText.absolute(x) + "/adcache" }
         let home =
             environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? getpwuid(getuid()).map {
                 String(cString: $0.pointee.pw_dir)
             } ?? "/"
         return home + "/.cache/adcache"
-    }
-
-    static func absolute(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        let cwd = FileManager.default.currentDirectoryPath
-        return PathText.join(cwd, path)
     }
 
     /// The path of an asset, as `next` prints it.
@@ -318,12 +312,11 @@ extension CacheStore {
         return decoded.index.ads
     }
 
-    /// The records whose file is still the one downloaded: same size and time, or else same
-    /// content (hashed again).
+    /// The records whose file is still the one downloaded (`confirmFile`).
     func uncommittedDownloads() -> [AdRecord] {
-        loadUncommitted().filter { r in
-            fileUnchanged(r)
-                || (filePresent(r) && r.fileSha256 != nil && SHA256Hasher.hex(of: asset(r.file ?? "")) == r.fileSha256)
+        loadUncommitted().compactMap { r in
+            var r = r
+            return confirmFile(&r) ? r : nil
         }
     }
 }

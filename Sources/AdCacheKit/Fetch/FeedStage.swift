@@ -212,7 +212,7 @@ enum FeedLocation {
         } else if let r = text.firstRange(of: "://"), !text[..<r.lowerBound].contains("/") {
             throw AdCacheError.invalidRequest("FEED '\(text)': only http, https and file: feeds are supported")
         } else {
-            self = .local(CacheStore.absolute(text))
+            self = .local(PathText.absolute(text))
         }
     }
 }

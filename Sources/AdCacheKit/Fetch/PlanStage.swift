@@ -74,14 +74,7 @@ extension Fetcher {
         // A file whose size is right but whose mtime changed (a backup restore, an rsync
         // without -t) is hashed again and kept when it matches: no download (SPEC §4).
         var index = index
-        for i in index.ads.indices where index.ads[i].state != .pending && !store.fileUnchanged(index.ads[i]) {
-            let r = index.ads[i]
-            guard let file = r.file, AssetName.isValid(file), let digest = r.fileSha256,
-                let stamp = store.asset(file).stamp, stamp.size == r.bytes,
-                SHA256Hasher.hex(of: store.asset(file)) == digest
-            else { continue }
-            index.ads[i].fileMtime = stamp.mtime
-        }
+        for i in index.ads.indices where index.ads[i].state != .pending { _ = store.confirmFile(&index.ads[i]) }
         let byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var readyByURL: [String: AdRecord] = [:]
         for r in index.ads where r.state != .pending && store.fileUnchanged(r) {

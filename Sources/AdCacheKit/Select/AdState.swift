@@ -74,4 +74,16 @@ extension CacheStore {
         }
         return s.size == bytes && (r.fileMtime == nil || r.fileMtime == s.mtime)
     }
+
+    /// True when the record's file is still the one it names: unchanged, or with its size
+    /// and a new time (a backup restore, an rsync without -t) and, hashed again, its recorded
+    /// SHA-256 — then `r` takes the file's new time, so that the next check needs no hash.
+    func confirmFile(_ r: inout AdRecord) -> Bool {
+        if fileUnchanged(r) { return true }
+        guard let file = r.file, AssetName.isValid(file), let digest = r.fileSha256, let stamp = asset(file).stamp,
+            stamp.size == r.bytes, SHA256Hasher.hex(of: asset(file)) == digest
+        else { return false }
+        r.fileMtime = stamp.mtime
+        return true
+    }
 }

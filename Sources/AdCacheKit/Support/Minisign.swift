@@ -26,7 +26,7 @@ struct MinisignKey: Equatable, Sendable {
     var id: String { MinisignKey.hexID(keyID) }
 
     static func hexID(_ bytes: [UInt8]) -> String {
-        bytes.reversed().map { Format.padded($0, width: 2, radix: 16).uppercased() }.joined()
+        hexString(bytes.reversed()).uppercased()
     }
 
     /// From the base64 line, or a whole `.pub` file (its untrusted comment line is skipped).

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -34,6 +40,11 @@ package enum PathText {
     package static func join(_ base: String, _ component: String) -> String {
         if base.isEmpty { return component }
         return base.hasSuffix("/") ? base + component : base + "/" + component
+    }
+
+    /// `path` as given when absolute, else against the working directory.
+    package static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : join(FileManager.default.currentDirectoryPath, path)
     }
 
     /// The directory part: `/a` of `/a/b`, `/` of `/a`, empty for `a`.

@@ -193,15 +193,20 @@ struct BootClock: Equatable, Sendable {
     /// Now; nil where the system has no such clock.
     static func now() -> BootClock? {
         #if os(Linux)
-            guard let bytes = try? FileIO.read("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
-            let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
             var ts = timespec()
-            guard !id.isEmpty, clock_gettime(CLOCK_BOOTTIME, &ts) == 0 else { return nil }
+            guard let id = currentBootId, clock_gettime(CLOCK_BOOTTIME, &ts) == 0 else { return nil }
             return BootClock(bootId: id, seconds: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
         #else
             return nil
         #endif
     }
+
+    /// This boot's id, read once a process (a fetch asks the time for every asset).
+    private static let currentBootId: String? = {
+        guard let bytes = try? FileIO.read("/proc/sys/kernel/random/boot_id", limit: 64) else { return nil }
+        let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
+        return id.isEmpty ? nil : id
+    }()
 }
 
 /// Where the last clock measurement was made (SPEC §6): the device clock's reading and the
