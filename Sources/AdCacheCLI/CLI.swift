@@ -61,6 +61,8 @@ struct Context {
     var directoryOrigin = "default"
     /// The arguments as the command line gave them (before the configuration filled in).
     var commandLine: ParsedArguments? = nil
+    /// The keys feeds must be signed by (SPEC §11); `next` reads none.
+    var feedKeys: [FeedKey] = []
 
     /// The cache; its clock stopped at `at` when given (`--at`: the same path as now, another
     /// time, taken as given), else the device's, corrected as the last fetch measured.
@@ -161,9 +163,11 @@ public enum CLI {
                     ? "environment"
                     : config.settings.last { $0.key == GlobalOptions.cacheDir.long }?.origin ?? "default"
             cacheDirectory = dir
+            // A bad key fails every command, as any bad configuration does; a launch reads none.
+            let feedKeys = command.spec.name == "next" ? [] : try config.feedKeys()
             let context = Context(
                 console: console, directory: dir, environment: environment, config: config,
-                directoryOrigin: directoryOrigin, commandLine: onCommandLine)
+                directoryOrigin: directoryOrigin, commandLine: onCommandLine, feedKeys: feedKeys)
             return try command.run(parsed, context: context).rawValue
         } catch let e as UsageError {
             console.error(e.message, hint: e.hint)

@@ -1,5 +1,11 @@
 import AdCacheKit
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -26,7 +32,15 @@ struct Config {
 
     /// Keys that are no command's option (`feed` is fetch's argument; the device id and the
     /// report URL are settings of the cache), read as text.
-    static let extraKeys: [String: ValueKind] = ["feed": .text, "device-id": .text, "report-url": .text]
+    /// `feed-key` (repeatable) and `feed-keys-dir` say which keys feeds must be signed by
+    /// (SPEC §11).
+    static let extraKeys: [String: ValueKind] = [
+        "feed": .text, "device-id": .text, "report-url": .text, "feed-key": .text, "feed-keys-dir": .directory,
+    ]
+
+    /// Where the keys of signed feeds are when `feed-keys-dir` does not say (the Debian package
+    /// creates it).
+    static let defaultKeysDirectory = "/etc/adcache/keys.d"
 
     /// Every option any command declares, by long name (the first declaration of a name).
     static let declared: [String: any DeclaredOption] = {
@@ -40,7 +54,7 @@ struct Config {
 
     /// Options that say what one run does, never a standing setting (`events = true` once
     /// made every plain `clear` delete the billing data).
-    static let runOnly = ["peek", "events", "at", "dry-run"]
+    static let runOnly = ["peek", "events", "at", "dry-run", "signature"]
 
     /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
     /// the user's (those that exist).
@@ -112,6 +126,18 @@ struct Config {
         } else if extraKeys[key] != nil {
             let lower = value.lowercased()
             let web = lower.hasPrefix("http://") || lower.hasPrefix("https://")
+            if key == "feed-key" {
+                do {
+                    _ = try FeedKey(value, origin: "file:\(at)")
+                } catch {
+                    throw UsageError(
+                        message: "\(at): 'feed-key' is not a minisign public key (the base64 line of a minisign.pub)")
+                }
+            }
+            if key == "feed-keys-dir" {
+                if value.isEmpty { throw UsageError(message: "\(at): 'feed-keys-dir' needs a directory") }
+                if !value.hasPrefix("/") { value = PathText.join(PathText.parent(path), value) }
+            }
             if key == "report-url", !web {
                 throw UsageError(message: "\(at): 'report-url' needs an http or https URL (got '\(value)')")
             }
@@ -132,6 +158,32 @@ struct Config {
                 message: "\(at): unknown key '\(key)'" + (guess.map { " (did you mean '\($0)'?)" } ?? ""))
         }
         return Setting(key: key, value: value, origin: "file:\(at)")
+    }
+
+    /// The directory of `.pub` keys: `feed-keys-dir`, else the default when it exists.
+    var keysDirectory: (path: String, origin: String)? {
+        if let s = settings.last(where: { $0.key == "feed-keys-dir" }) { return (s.value, s.origin) }
+        var st = stat()
+        return stat(Self.defaultKeysDirectory, &st) == 0 ? (Self.defaultKeysDirectory, "default") : nil
+    }
+
+    /// Every key feeds must be signed by: each `feed-key`, then the keys directory's `.pub`
+    /// files. A `.pub` file that holds no key is a usage error naming it.
+    func feedKeys() throws -> [FeedKey] {
+        var keys = try settings.filter { $0.key == "feed-key" }.map { try FeedKey($0.value, origin: $0.origin) }
+        if let dir = keysDirectory {
+            // A mistyped directory must not turn the checks off.
+            var st = stat()
+            guard stat(dir.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw UsageError(message: "\(dir.origin.dropFirst(5)): 'feed-keys-dir': no directory \(dir.path)")
+            }
+            do {
+                keys += try FeedKey.keys(inDirectory: dir.path)
+            } catch let e as AdCacheError {
+                throw UsageError(message: "\(e.message) (feed-keys-dir)")
+            }
+        }
+        return keys
     }
 
     /// The last value of `key`, or nil.

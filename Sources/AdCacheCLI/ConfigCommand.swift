@@ -29,6 +29,10 @@ enum ConfigCommand: Command {
             seen.insert(key)
         }
         for s in context.config.settings where s.key == "header" { lines.append((s.key, s.value, s.origin)) }
+        // The keys of signed feeds by id, as minisign prints them (SPEC §11).
+        lines += context.feedKeys.map { ("feed-key", $0.id, $0.origin) }
+        if let dir = context.config.keysDirectory { lines.append(("feed-keys-dir", dir.path, dir.origin)) }
+        seen.formUnion(["feed-key", "feed-keys-dir"])
         lines += (given.values["header"] ?? []).map { ("header", $0, "command line") }
         seen.insert("header")
         for s in context.config.settings.reversed() where !seen.contains(s.key) {

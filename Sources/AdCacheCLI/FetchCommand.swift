@@ -43,6 +43,9 @@ enum FetchCommand: Command {
         "revalidate",
         "Ask for the feed and every asset even while the server marked them fresh (Cache-Control), and retry what waits out the back-off of a failure for good."
     )
+    static let signature = Option.file(
+        "signature",
+        "Check the feed against this minisign signature file (needed for '-' when a feed key is configured).")
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")
@@ -53,13 +56,13 @@ enum FetchCommand: Command {
         name: "fetch",
         abstract: "Download the ad feed and the asset of every ad that has not expired.",
         discussion:
-            "Assets already cached are revalidated, not downloaded again; interrupted downloads resume. Exit 75 when the feed was read but some asset failed (the rest is committed); 69 when the feed cannot be fetched (the cache is unchanged).",
+            "Assets already cached are revalidated, not downloaded again; interrupted downloads resume. Exit 75 when the feed was read but some asset failed (the rest is committed); 69 when the feed cannot be fetched (the cache is unchanged). With a feed key configured (feed-key, feed-keys-dir), only a feed signed by one of the keys is accepted: <feed>.minisig is fetched after it; a refused feed is exit 65.",
         arguments: [
             ("<feed>?", "An http or https URL, a file: URL or a path (default: the feed of the last successful fetch).")
         ],
         options: [
             timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert,
-            jitter, revalidate, noReport, progress, noProgress, json,
+            jitter, revalidate, signature, noReport, progress, noProgress, json,
         ]
     )
 
@@ -95,6 +98,8 @@ enum FetchCommand: Command {
         options.headers += try args.all(header)
         options.caFile = try caFile(args)
         options.report = !args.has(noReport)
+        options.feedKeys = context.feedKeys
+        options.signatureFile = try args.get(signature).map(PathText.absolute)
         if args.has(progress) && args.has(noProgress) {
             throw args.usage("'--progress' and '--no-progress' cannot go together")
         }

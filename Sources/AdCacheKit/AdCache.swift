@@ -308,6 +308,11 @@ public struct FetchOptions: Sendable {
     public var warnAlways = false
     /// Deliver the queued events before the feed (SPEC §4: `--no-report` skips that).
     public var report = true
+    /// Signed feeds (SPEC §11): with a key, only a feed one of them signed is accepted.
+    public var feedKeys: [FeedKey] = []
+    /// The feed's signature from this `.minisig` file instead of where it would be fetched
+    /// (`FEED.minisig`, the feed URL's): needed for a feed read from standard input.
+    public var signatureFile: String?
     /// Polled while the fetch runs: returning true stops it (as SIGINT does in the command
     /// line) — transfers stop, partial files are kept, what finished is committed.
     public var isCancelled: (@Sendable () -> Bool)? {
@@ -332,6 +337,12 @@ public struct FetchOptions: Sendable {
         for h in headers where !Self.isHeader(h) {
             throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
         }
+        try check(
+            signatureFile == nil || !feedKeys.isEmpty,
+            "a signature was given but no feed key is configured to check it (feed-key, feed-keys-dir)")
+        try check(
+            feed != "-" || feedKeys.isEmpty || signatureFile != nil,
+            "a feed from standard input needs its signature (--signature FILE): a feed key is configured")
     }
 }
 

@@ -272,10 +272,20 @@ extension CacheStore {
             } else {
                 try fold()
             }
-            for name in dir.list(.top) where name == "index.json" || name.hasPrefix("index.json.") {
+            // The last signed feed accepted belongs to the cache (SPEC §11): a fresh index
+            // keeps it, written before the old generations go.
+            let signed = (try? IndexCoder.decode(indexFile.read(limit: 64 << 20)))?.index.signed
+            if let signed {
+                var kept = CacheIndex()
+                kept.signed = signed
+                try indexFile.writeAtomically(try IndexCoder.encode(kept))
+            }
+            for name in dir.list(.top)
+            where (name == "index.json" && signed == nil) || name.hasPrefix("index.json.") {
                 dir.file(name).remove()
             }
             uncommittedFile.remove()
+            signedFeedFile.remove()
             dir.sync(.top)
             var count = 0
             for folder in [CacheDirectory.Folder.assets, .partial] {
@@ -287,6 +297,12 @@ extension CacheStore {
             return count
         }
     }
+}
+
+extension CacheStore {
+    /// `feed.signed`: the bytes of the last signed feed accepted (SPEC §11), which a 304 of
+    /// the feed stands for and a new signature is checked against.
+    var signedFeedFile: CacheFile { dir.file("feed.signed") }
 }
 
 extension CacheStore {

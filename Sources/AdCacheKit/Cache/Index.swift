@@ -173,6 +173,11 @@ struct FeedSource: Equatable, Sendable {
     var sha256: String?
     /// Until when the last answer is fresh (RFC 9111): no request before then.
     var freshUntil: Double?
+    /// The signed feed's `validUntil` (SPEC §11): after it, none of its ads is shown.
+    var validUntil: Double?
+    /// The validators of the feed's signature, for its conditional request.
+    var signatureEtag: String?
+    var signatureLastModified: String?
 
     init(
         url: String, finalUrl: String? = nil, etag: String? = nil, lastModified: String? = nil, fetchedAt: Double? = nil
@@ -209,11 +214,32 @@ struct CacheIndex: Equatable, Sendable {
     var clockOffset: Double?
     /// Where that offset was measured, on the boot clock (`ClockSync`).
     var clockSync: ClockSync?
+    /// The last signed feed accepted: it belongs to the cache (`clear` keeps it).
+    var signed: SignedFeed?
     var ads: [AdRecord] = []
+
+    /// True when the ads came from a signed feed whose `validUntil` has passed at `t`: none
+    /// is shown until a newer signed feed arrives (SPEC §11).
+    func frozen(at t: Double) -> Bool {
+        feed?.validUntil.map { $0 <= t } ?? false
+    }
 
     static let currentVersion = 1
 
     init() {}
+}
+
+/// The last signed feed a fetch accepted (SPEC §11): what a rollback is judged against.
+struct SignedFeed: Equatable, Sendable {
+    /// The id of the key that verified it, as minisign prints it.
+    var keyId: String
+    var serial: Int64
+    var validUntil: Double
+    /// The SHA-256 of the feed's bytes (`feed.signed` holds them): the same serial with other
+    /// bytes is a rollback.
+    var sha256: String
+    /// The `.minisig` file as verified (kept across a 304 of the signature).
+    var signature: String
 }
 
 /// A smooth weighted round-robin among a set of ads (`SelectionPolicy.rotate`): after

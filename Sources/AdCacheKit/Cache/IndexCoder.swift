@@ -77,6 +77,7 @@ enum IndexCoder {
                 case "journalMark":
                     decoded.index.journalMark = try s.lenient { try $0.optString() }?.flatMap(JournalMark.init(text:))
                 case "reportUrl": decoded.index.reportUrl = try s.lenient { try $0.optString() } ?? nil
+                case "signed": decoded.index.signed = try s.lenient { try SignedFeed(&$0) } ?? nil
                 case "ads":
                     var ids = Set<String>()
                     try s.array { s in
@@ -150,7 +151,10 @@ enum IndexCoder {
             w.field("freshUntil", feed.freshUntil)
             w.field("lastModified", feed.lastModified)
             w.field("sha256", feed.sha256)
+            w.field("signatureEtag", feed.signatureEtag)
+            w.field("signatureLastModified", feed.signatureLastModified)
             w.field("url", feed.url)
+            w.field("validUntil", feed.validUntil)
             w.endObject()
         }
         w.field("clockOffset", index.clockOffset)
@@ -168,6 +172,16 @@ enum IndexCoder {
             w.endObject()
         }
         w.field("showSeq", index.showSeq)
+        if let signed = index.signed {
+            w.key("signed")
+            w.beginObject()
+            w.field("keyId", signed.keyId)
+            w.field("serial", signed.serial)
+            w.field("sha256", signed.sha256)
+            w.field("signature", signed.signature)
+            w.field("validUntil", signed.validUntil)
+            w.endObject()
+        }
         w.field("version", Int64(index.version))
         w.endObject()
         w.out.append(0x0A)
@@ -188,12 +202,39 @@ extension FeedSource {
             case "fetchedAt": f.fetchedAt = try s.optDouble()
             case "sha256": f.sha256 = try s.optString()
             case "freshUntil": f.freshUntil = try s.lenient { try $0.optDouble() } ?? nil
+            case "validUntil": f.validUntil = try s.lenient { try $0.optDouble() } ?? nil
+            case "signatureEtag": f.signatureEtag = try s.optString()
+            case "signatureLastModified": f.signatureLastModified = try s.optString()
             default: try s.skip()
             }
         }
         guard let url else { throw s.fail("feed without url") }
         f.url = url
         self = f
+    }
+}
+
+extension SignedFeed {
+    init(_ s: inout JSONScanner) throws {
+        var keyId: String?
+        var serial: Int64?
+        var validUntil: Double?
+        var sha256: String?
+        var signature: String?
+        try s.object { s, key in
+            switch key {
+            case "keyId": keyId = try s.optString()
+            case "serial": serial = try s.int()
+            case "validUntil": validUntil = try s.optDouble()
+            case "sha256": sha256 = try s.optString()
+            case "signature": signature = try s.optString()
+            default: try s.skip()
+            }
+        }
+        guard let keyId, let serial, serial >= 1, let validUntil, Time.isSupported(validUntil), let sha256,
+            let signature
+        else { throw s.fail("an incomplete signed feed") }
+        self.init(keyId: keyId, serial: serial, validUntil: validUntil, sha256: sha256, signature: signature)
     }
 }
 

@@ -75,9 +75,12 @@ final class Pruner {
         let local = Time.local(t)
         var kept: [AdRecord] = []
         var dropped: [(AdRecord, String)] = []
+        let frozen = index.frozen(at: t)
         for var r in index.ads {
-            let state = r.state(at: t, local: local, filePresent: true)
+            let state = r.state(at: t, local: local, filePresent: true, frozen: frozen)
             switch state {
+            case .expired where r.finished(at: t) == nil:
+                kept.append(r)   // frozen by its signed feed's validUntil: a newer feed may bring it back
             case .withdrawn, .expired:
                 dropped.append((r, state.rawValue))
             case .exhausted:

@@ -44,4 +44,8 @@ struct Feed: Sendable {
     var warnings: [Diagnostic]
     /// The top-level `reportUrl`: where events are POSTed in batches (SPEC §8).
     var reportUrl: String?
+    /// A signed feed's top-level `serial` (a whole number ≥ 1) and `validUntil` (SPEC §11);
+    /// nil when absent or not such a value.
+    var serial: Int64?
+    var validUntil: Double?
 }

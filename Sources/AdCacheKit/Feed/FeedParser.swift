@@ -83,7 +83,12 @@ struct FeedParser: Sendable {
                 warnings.append(Diagnostic(.feed, ad: e.id, "skipping \(e.name): \(e.reason)"))
             }
         }
-        return Feed(ads: ads, warnings: warnings, reportUrl: reportUrl)
+        var feed = Feed(ads: ads, warnings: warnings, reportUrl: reportUrl)
+        if case .object(let o) = json {
+            feed.serial = present(o["serial"])?.integerValue.flatMap { $0 >= 1 ? $0 : nil }
+            feed.validUntil = present(o["validUntil"]).flatMap(Time.parse)
+        }
+        return feed
     }
 
     /// An absolute http or https URL with a host.

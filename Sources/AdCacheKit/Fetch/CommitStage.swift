@@ -17,7 +17,8 @@ extension Fetcher {
     /// `sweep`: also delete what an interrupted predecessor left in assets/ (not after a
     /// rebuild of a lost index, whose files the next run may still confirm).
     func commit(
-        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?, sweep: Bool
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?,
+        signed: SignedFeed? = nil, sweep: Bool
     ) throws {
         let ads = feed.ads
         // A run's downloads are worth more than a second's wait: the commit waits for the
@@ -30,7 +31,9 @@ extension Fetcher {
         var leftovers: [CacheFile] = []
         let orphans: [String]
         do {
-            orphans = try merge(feed, results: results, feedState: feedState, clockOffset: clockOffset, sweep: sweep) {
+            orphans = try merge(
+                feed, results: results, feedState: feedState, clockOffset: clockOffset, signed: signed, sweep: sweep
+            ) {
                 leftovers = $0
             }
         } catch {
@@ -57,8 +60,8 @@ extension Fetcher {
     /// The commit's read-modify-write of the index (under the index lock); returns the files
     /// the index no longer names, and gives `leftovers` what the sweep deletes.
     func merge(
-        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?, sweep: Bool,
-        leftovers: ([CacheFile]) -> Void
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?,
+        signed: SignedFeed? = nil, sweep: Bool, leftovers: ([CacheFile]) -> Void
     ) throws -> [String] {
         let ads = feed.ads
         return try store.update(warn: warn) { index in
@@ -83,6 +86,8 @@ extension Fetcher {
             index.reportUrl = feed.reportUrl
             index.clockOffset = clockOffset
             index.clockSync = clockOffset == nil ? nil : clockSync
+            // The last signed feed belongs to the cache: an unsigned feed leaves it as it was.
+            if let signed { index.signed = signed }
             let filesAfter = Set(merged.compactMap(\.file))
             // What an interrupted predecessor moved into assets/ and never committed (this
             // run holds the fetch lock): gone once past the grace, as prune would.

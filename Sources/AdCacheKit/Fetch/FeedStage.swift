@@ -24,12 +24,20 @@ extension Fetcher {
         var receivedAt: Double?
         /// Until when the answer is fresh.
         var freshUntil: Double?
+        /// The feed's signature, fetched right after it when a key is configured (SPEC §11).
+        var signature: SignatureDownload?
+        /// The last verified feed and signature, which a 304 of either stands for.
+        var stored: (feed: [UInt8], signature: [UInt8])?
     }
 
     /// The feed's transfer. With `--header`, redirects are followed here rather than by
     /// libcurl (which keeps custom headers across hosts): the headers go only to the feed's
     /// own origin (scheme, host and port), never to a CDN it redirects to (SPEC §4).
-    func fetchFeed(_ first: TransferRequest) throws -> TransferResponse {
+    /// `what` names the transfer in errors; `refusal` turns an HTTP status into an error of
+    /// its own (a missing signature is a refusal, not a network fault).
+    func fetchFeed(
+        _ first: TransferRequest, what: String = "the feed", refusal: (Int) -> AdCacheError? = { _ in nil }
+    ) throws -> TransferResponse {
         var request = first
         request.followRedirects = options.headers.isEmpty
         let origin = Self.origin(first.url)
@@ -43,7 +51,7 @@ extension Fetcher {
                     ["http", "https"].contains(next.scheme?.lowercased() ?? "")
                 else {
                     throw AdCacheError.feedUnreachable(
-                        "cannot fetch the feed \(first.url): refused: a redirect to \(location)")
+                        "cannot fetch \(what) \(first.url): refused: a redirect to \(location)")
                 }
                 request.url = next.absoluteString
                 request.headers = Self.origin(request.url) == origin ? first.headers : []
@@ -51,12 +59,13 @@ extension Fetcher {
             }
             if let error = response.error {
                 if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
-                throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): \(error)")
+                if case .httpStatus(let status) = error, let refused = refusal(status) { throw refused }
+                throw AdCacheError.feedUnreachable("cannot fetch \(what) \(first.url): \(error)")
             }
             if response.effectiveURL.isEmpty { response.effectiveURL = request.url }
             return response
         }
-        throw AdCacheError.feedUnreachable("cannot fetch the feed \(first.url): too many redirects")
+        throw AdCacheError.feedUnreachable("cannot fetch \(what) \(first.url): too many redirects")
     }
 
     /// scheme://host:port, lowercased, with the default port made explicit.
@@ -120,7 +129,11 @@ extension Fetcher {
     }
 
     /// The feed's answer (or none, while it is fresh), with the clock measured against it.
+    /// With a feed key, the feed is asked conditionally (or not at all while fresh) only when
+    /// the last verified pair is at hand, and its signature is fetched right after it.
     func feedStep(_ source: FeedLocation, previous: FeedSource?, _ before: CacheIndex) throws -> FeedDownload {
+        let stored = signing ? storedSignedFeed(before, previous: previous) : nil
+        let previous = signing && stored == nil ? nil : previous
         var download: FeedDownload
         if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
             // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
@@ -134,7 +147,9 @@ extension Fetcher {
             // Freshness on the clock as this answer measured it (a device clock days ahead
             // must not keep the feed "fresh" for those days).
             download.freshUntil = download.freshUntil.map { $0 + (clockOffset ?? 0) - offsetBefore }
+            if signing { download.signature = try signatureStep(source, previous: previous) }
         }
+        download.stored = stored
         return download
     }
 

@@ -13,7 +13,8 @@
 /// `adcache fetch`: the feed, then every unexpired ad's asset, then one commit of the index.
 ///
 /// The run is a pipeline of stages, each in its own file (Sources/AdCacheKit/README.md):
-/// feed (FeedStage) → verify (VerifyStage) → parse (ParseStage) → plan (PlanStage) →
+/// feed and signature (FeedStage) → verify (VerifyStage) → parse (ParseStage) → signed-feed
+/// rules (VerifyStage) → plan (PlanStage) →
 /// download (DownloadStage) → check (CheckStage) → commit (CommitStage).
 ///
 /// No lock is held across network I/O except the fetch lock, which only other fetches take:
@@ -29,8 +30,6 @@ final class Fetcher {
     /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
     /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
     var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
-    /// The verify stage's check of the feed's bytes (SPEC §11); none by default.
-    var verifier: any FeedVerifier = UnsignedFeeds()
     /// The feed server's clock minus the device's, when they differ by more than
     /// `clockTolerance` (the last measurement's until this run measures).
     var clockOffset: Double?
@@ -97,8 +96,9 @@ final class Fetcher {
             return (feedText, source, previous, try feedStep(source, previous: previous, before))
         }
 
-        let verified = try verifier.verify(download, feed: feedText)
-        let feed = try parseStage(verified, feedText: feedText, before: before)
+        let verified = try verifyStage(download)
+        var feed = try parseStage(download, feedText: feedText, before: before)
+        let signed = try verified.map { try signedStage(&feed, $0, before: before) }
         // The feed's warnings, when its content is new (or always with -v): not every half hour.
         let feedDigest = download.body.flatMap { try? SHA256Hasher.hex(bytes: $0) } ?? previous?.sha256
         if options.warnAlways || feedDigest != previous?.sha256 {
@@ -133,14 +133,24 @@ final class Fetcher {
             fetchedAt: now())
         feedState.sha256 = feedDigest
         feedState.freshUntil = download.freshUntil
+        feedState.validUntil = signed?.validUntil
+        feedState.signatureEtag = download.signature?.etag
+        feedState.signatureLastModified = download.signature?.lastModified
         // A feed read from standard input is not one a bare `fetch` can read again.
         // Nor do the remote feed's validators describe these ads any more: without them the next
         // bare fetch downloads that feed whole (a 304 would keep standard input's ads).
-        let remembered =
+        var remembered =
             source.isStandardInput
             ? before.feed.map { FeedSource(url: $0.url, finalUrl: $0.finalUrl, fetchedAt: $0.fetchedAt) } : feedState
+        if source.isStandardInput, signed != nil {
+            remembered = remembered ?? FeedSource(url: feedText)
+            remembered?.validUntil = signed?.validUntil
+        }
+        // The verified bytes, for a later 304 of the feed or a new signature over them.
+        if let verified, download.body != nil { try store.signedFeedFile.writeAtomically(verified.feed) }
         try commit(
-            feed, results: results, feedState: remembered, clockOffset: clockOffset, sweep: !before.ads.isEmpty)
+            feed, results: results, feedState: remembered, clockOffset: clockOffset, signed: signed,
+            sweep: !before.ads.isEmpty)
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
         report.interrupted = options.isCancelled?() == true

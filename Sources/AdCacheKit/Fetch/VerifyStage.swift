@@ -10,15 +10,154 @@
     import Darwin
 #endif
 
-/// The verify stage of a fetch (SPEC §11): the feed's exact bytes are checked before they
-/// are parsed, and a refusal leaves the cache as it was. With no signing key configured (as
-/// today) every feed passes as it came; signed feeds plug in here.
-protocol FeedVerifier: Sendable {
-    /// The answer to hand to the parse stage, or a refusal (exit 65) or a transient failure.
-    func verify(_ download: Fetcher.FeedDownload, feed: String) throws -> Fetcher.FeedDownload
+/// The verify stage of a fetch (SPEC §11). With a feed key configured, the feed's exact bytes
+/// must carry a minisign signature by one of the keys — checked before they are parsed — and,
+/// once parsed, a `serial` that does not go back and a `validUntil` still ahead. Every
+/// refusal is exit 65 and leaves the cache as it was. With no key, feeds are not checked.
+extension Fetcher {
+    /// A feed and the signature that verified it.
+    struct Verification {
+        /// The key that verified it, as minisign prints its id.
+        var keyId: String
+        /// The bytes verified: the answer's, or after a 304 the last accepted feed's.
+        var feed: [UInt8]
+        var signature: [UInt8]
+    }
+
+    var signing: Bool { !options.feedKeys.isEmpty }
+
+    /// The last accepted signed feed and its signature, when `feed.signed` still holds the
+    /// bytes the index says and they are the feed `previous` describes: only then may the
+    /// feed and its signature be asked for conditionally (a 304 means "those bytes").
+    func storedSignedFeed(_ index: CacheIndex, previous: FeedSource?) -> (feed: [UInt8], signature: [UInt8])? {
+        guard let signed = index.signed, let previous, previous.sha256 == signed.sha256,
+            let bytes = try? store.signedFeedFile.read(limit: options.maxFeedSize),
+            (try? SHA256Hasher.hex(bytes: bytes)) == signed.sha256
+        else { return nil }
+        return (bytes, Array(signed.signature.utf8))
+    }
+
+    /// The feed's signature: `--signature FILE`, else `FEED.minisig` for a local feed, else
+    /// the feed URL's path with `.minisig` appended, fetched right after the feed (the same
+    /// rules; conditional when the last verified pair is at hand). A missing signature is a
+    /// refusal (65); one that cannot be fetched now, a transient failure (69).
+    func signatureStep(_ source: FeedLocation, previous: FeedSource?) throws -> SignatureDownload {
+        let limit: Int64 = 16 << 10
+        func local(_ path: String) throws -> SignatureDownload {
+            var st = stat()
+            if stat(path, &st) != 0, errno == ENOENT {
+                throw AdCacheError.feedInvalid("feed signature: missing (no \(path))")
+            }
+            do {
+                return SignatureDownload(body: try FileIO.read(path, limit: limit))
+            } catch let e as AdCacheError {
+                throw AdCacheError.feedInvalid("feed signature: \(e.message)")
+            }
+        }
+        if let file = options.signatureFile { return try local(file) }
+        switch source {
+        case .standardInput:
+            throw AdCacheError.invalidRequest("a feed from standard input needs its signature (--signature FILE)")
+        case .local(let path):
+            return try local(path + ".minisig")
+        case .remote(let url):
+            let signatureURL = Self.signatureURL(url)
+            var request = TransferRequest(url: signatureURL, destination: .memory, maxBytes: limit)
+            request.headers = options.headers
+            request.ifNoneMatch = previous?.signatureEtag
+            request.ifModifiedSince = previous?.signatureLastModified
+            let response = try fetchFeed(request, what: "the feed's signature") { status in
+                [404, 410].contains(status)
+                    ? AdCacheError.feedInvalid("feed signature: missing (\(signatureURL) answered \(status))") : nil
+            }
+            return SignatureDownload(
+                body: response.notModified ? nil : response.body,
+                etag: response.headers["etag"] ?? (response.notModified ? previous?.signatureEtag : nil),
+                lastModified: response.headers["last-modified"]
+                    ?? (response.notModified ? previous?.signatureLastModified : nil))
+        }
+    }
+
+    /// `https://host/feed.json?x=1` → `https://host/feed.json.minisig?x=1`.
+    static func signatureURL(_ url: String) -> String {
+        let cut = url.firstIndex { $0 == "?" || $0 == "#" } ?? url.endIndex
+        return url[..<cut] + ".minisig" + url[cut...]
+    }
+
+    /// Checks the signature of the feed's bytes (the answer's, or after a 304 the stored
+    /// ones) with the configured keys, before anything parses them. Nil with no key.
+    func verifyStage(_ download: FeedDownload) throws -> Verification? {
+        guard signing else { return nil }
+        let stored = download.stored
+        guard let feed = download.body ?? stored?.feed,
+            let signatureBytes = download.signature?.body ?? stored?.signature
+        else { throw AdCacheError.feedInvalid("feed signature: no signature to check the feed against") }
+        let signature = try MinisignSignature(signatureBytes)
+        guard let key = options.feedKeys.first(where: { $0.key.keyID == signature.keyID }) else {
+            let configured = options.feedKeys.map(\.id).joined(separator: ", ")
+            throw AdCacheError.feedInvalid(
+                "feed signature: made by key \(signature.keyIDText), which is not configured (configured: \(configured))")
+        }
+        try signature.verify(feed, with: key.key)
+        return Verification(keyId: key.id, feed: feed, signature: signatureBytes)
+    }
+
+    /// The rules of a signed feed once parsed: a `serial` and a `validUntil`; no rollback (a
+    /// lower serial, or the same with other bytes); not expired — on the trusted clock. An ad
+    /// without `sha256` is skipped with a warning (the signature would not cover its bytes).
+    /// Returns what the index keeps of the feed.
+    func signedStage(_ feed: inout Feed, _ verified: Verification, before: CacheIndex) throws -> SignedFeed {
+        let digest = try SHA256Hasher.hex(bytes: verified.feed)
+        var signed: SignedFeed
+        if let last = before.signed, last.sha256 == digest {
+            // The bytes last accepted (a 304, or the same feed again): the serial stands.
+            signed = last
+        } else {
+            guard let serial = feed.serial else {
+                throw AdCacheError.feedInvalid(
+                    "signed feed refused: it has no top-level \"serial\" (a whole number ≥ 1)")
+            }
+            guard let validUntil = feed.validUntil else {
+                throw AdCacheError.feedInvalid("signed feed refused: it has no top-level \"validUntil\" (a time)")
+            }
+            if let last = before.signed {
+                if serial < last.serial {
+                    throw AdCacheError.feedInvalid(
+                        "signed feed refused: rollback: its serial \(serial) is lower than the last accepted, \(last.serial)"
+                    )
+                }
+                if serial == last.serial {
+                    throw AdCacheError.feedInvalid(
+                        "signed feed refused: rollback: serial \(serial) was accepted before with other content")
+                }
+            }
+            signed = SignedFeed(
+                keyId: verified.keyId, serial: serial, validUntil: validUntil, sha256: digest, signature: "")
+        }
+        signed.keyId = verified.keyId
+        signed.signature = String(decoding: verified.signature, as: UTF8.self)
+        let t = now()
+        guard signed.validUntil > t else {
+            throw AdCacheError.feedInvalid(
+                "signed feed refused: expired feed: its validUntil \(Time.format(signed.validUntil)) has passed (now \(Time.format(t)))"
+            )
+        }
+        feed.validUntil = signed.validUntil
+        feed.ads.removeAll { ad in
+            guard ad.sha256 == nil else { return false }
+            feed.warnings.append(
+                Diagnostic(.feed, ad: ad.id, "skipping ad '\(ad.id)': a signed feed's ad needs \"sha256\""))
+            return true
+        }
+        return signed
+    }
 }
 
-/// No key configured: feeds are not checked.
-struct UnsignedFeeds: FeedVerifier {
-    func verify(_ download: Fetcher.FeedDownload, feed: String) throws -> Fetcher.FeedDownload { download }
+extension Fetcher {
+    /// The signature's answer; nil body when the server said 304.
+    struct SignatureDownload {
+        var body: [UInt8]?
+        var etag: String?
+        var lastModified: String?
+    }
 }

@@ -39,10 +39,13 @@ extension AdRecord {
 
     /// The state at `t` (`local`: the wall clock then), the first that applies of: withdrawn,
     /// expired, exhausted, failed, pending, missing, scheduled, resting, ready.
-    /// `filePresent` says whether its file is in `assets/` as committed.
-    func state(at t: Double, local: LocalTime, filePresent: Bool) -> AdState {
+    /// `filePresent` says whether its file is in `assets/` as committed; `frozen`, that the
+    /// signed feed it came from is past its `validUntil` (`CacheIndex.frozen`): it is then
+    /// `expired` — but not `finished`, so that `prune` keeps it for a newer signed feed.
+    func state(at t: Double, local: LocalTime, filePresent: Bool, frozen: Bool = false) -> AdState {
         if state == .withdrawn { return .withdrawn }
         if let done = finished(at: t) { return done }
+        if frozen { return .expired }
         switch state {
         case .pending: return .pending
         case .failed: return .failed

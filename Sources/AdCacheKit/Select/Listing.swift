@@ -15,8 +15,9 @@ extension CacheStore {
         let index = try load(warn: warn)
         let t = moment.resolve(index)
         let local = Time.local(t)
+        let frozen = index.frozen(at: t)
         return index.ads.map { r in
-            let state = r.state(at: t, local: local, filePresent: filePresent(r))
+            let state = r.state(at: t, local: local, filePresent: filePresent(r), frozen: frozen)
             func date(_ t: Double?) -> Date? { t.map(Date.init(timeIntervalSince1970:)) }
             return ListedAd(
                 id: r.id, url: r.url, type: r.type, placement: r.placement, state: state, shows: r.shows,

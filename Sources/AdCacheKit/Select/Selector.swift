@@ -63,6 +63,7 @@ enum SelectionPolicy {
     static func choose(
         in index: CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
     ) -> (position: Int, rotation: (key: String, signature: String)?)? {
+        guard !index.frozen(at: t) else { return nil }   // a signed feed past its validUntil
         let local = Time.local(t)
         // The eligible ads, highest priority first and in order of preference within one
         // (a sort, not a dictionary of groups: no hashed generic type on the launch path).

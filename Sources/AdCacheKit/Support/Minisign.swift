@@ -178,3 +178,47 @@ struct SigningAPI: @unchecked Sendable {
         return out
     }
 }
+
+/// A key a feed must be signed by (SPEC §11), and where it was configured: `feed-key` in a
+/// file (`file:PATH:LINE`) or a `.pub` file of `feed-keys-dir` (its path).
+public struct FeedKey: Equatable, Sendable {
+    let key: MinisignKey
+    /// Where the key was configured, as `config --show-origin` says it.
+    public var origin: String
+
+    /// The key id as minisign prints it: hexadecimal, upper case.
+    public var id: String { key.id }
+
+    /// From the base64 line of a `minisign.pub` (or the whole file). Throws `invalidRequest`.
+    public init(_ text: String, origin: String) throws {
+        key = try MinisignKey(text)
+        self.origin = origin
+    }
+
+    /// The keys of every `*.pub` file in `directory`, by file name. A file that does not hold
+    /// a minisign public key throws `invalidRequest` naming it; a directory that does not
+    /// exist holds no key.
+    public static func keys(inDirectory directory: String) throws -> [FeedKey] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
+            var st = stat()
+            if stat(directory, &st) == 0 {
+                throw AdCacheError.invalidRequest("cannot read the keys directory \(directory)")
+            }
+            return []
+        }
+        return try names.filter { $0.hasSuffix(".pub") && !$0.hasPrefix(".") }.sorted().map { name in
+            let path = PathText.join(directory, name)
+            let text: String
+            do {
+                text = String(decoding: try FileIO.read(path, limit: 64 << 10), as: UTF8.self)
+            } catch let e as AdCacheError {
+                throw AdCacheError.invalidRequest("\(path): \(e.message)")
+            }
+            do {
+                return try FeedKey(text, origin: path)
+            } catch let e as AdCacheError {
+                throw AdCacheError.invalidRequest("\(path): \(e.message)")
+            }
+        }
+    }
+}
