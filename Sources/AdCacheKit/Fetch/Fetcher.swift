@@ -84,6 +84,7 @@ final class Fetcher {
         let before = try store.load(warn: warn)
         clockOffset = before.clockOffset
         clockSync = before.clockSync
+        var verified: Verification?
         let (feedText, source, previous, download) = try withReportStep {
             () throws -> (
                 String, FeedLocation, FeedSource?, FeedDownload
@@ -93,10 +94,19 @@ final class Fetcher {
             }
             let previous = before.feed?.url == feedText ? before.feed : nil
             let source = try FeedLocation(feedText)
-            return (feedText, source, previous, try feedStep(source, previous: previous, before))
+            let download = try feedStep(source, previous: previous, before)
+            do {
+                verified = try verifyStage(download)
+            } catch {
+                // A refused feed's server is not trusted with the clock either: the queue is
+                // judged on the clock as last measured.
+                clockOffset = before.clockOffset
+                clockSync = before.clockSync
+                throw error
+            }
+            return (feedText, source, previous, download)
         }
 
-        let verified = try verifyStage(download)
         var feed = try parseStage(download, feedText: feedText, before: before)
         let signed = try verified.map { try signedStage(&feed, $0, before: before) }
         // The feed's warnings, when its content is new (or always with -v): not every half hour.

@@ -96,7 +96,8 @@ extension Fetcher {
         guard let key = options.feedKeys.first(where: { $0.key.keyID == signature.keyID }) else {
             let configured = options.feedKeys.map(\.id).joined(separator: ", ")
             throw AdCacheError.feedInvalid(
-                "feed signature: made by key \(signature.keyIDText), which is not configured (configured: \(configured))")
+                "feed signature: made by key \(signature.keyIDText), which is not configured (configured: \(configured))"
+            )
         }
         try signature.verify(feed, with: key.key)
         return Verification(keyId: key.id, feed: feed, signature: signatureBytes)
