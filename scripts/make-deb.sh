@@ -24,6 +24,7 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 "$bin" completions zsh > "$root/usr/share/zsh/vendor-completions/_adcache"
 "$bin" completions fish > "$root/usr/share/fish/vendor_completions.d/adcache.fish"
 install -Dm644 contrib/etc/adcache.conf "$root/etc/adcache.conf"
+install -d -m755 "$root/etc/adcache/keys.d"   # the publishers' minisign keys (adcache(1), SIGNED FEEDS)
 install -Dm644 contrib/systemd/adcache-fetch.service "$root/lib/systemd/system/adcache-fetch.service"
 install -Dm644 contrib/systemd/adcache-fetch.timer "$root/lib/systemd/system/adcache-fetch.timer"
 install -Dm755 contrib/adcache-launcher "$root/usr/bin/adcache-launcher"

@@ -43,7 +43,7 @@ import Testing
         for file in [
             "./usr/bin/adcache", "./usr/bin/adcache-launcher", "./usr/share/man/man1/adcache.1.gz",
             "./usr/share/bash-completion/completions/adcache", "./usr/share/zsh/vendor-completions/_adcache",
-            "./usr/share/fish/vendor_completions.d/adcache.fish", "./etc/adcache.conf",
+            "./usr/share/fish/vendor_completions.d/adcache.fish", "./etc/adcache.conf", "./etc/adcache/keys.d/",
             "./lib/systemd/system/adcache-fetch.service", "./lib/systemd/system/adcache-fetch.timer",
             "./usr/share/doc/adcache/copyright",
         ] {
