@@ -454,6 +454,36 @@ struct SignedFeedTests {
         #expect(Adcache.call(["--config", conf, "--cache-dir", s.cache, "next"]).status == 1)
     }
 
+    /// The stored feed is written and read through the cache's directory handle: links
+    /// planted at `feed.signed` and its temporary are replaced or refused, never followed.
+    @Test func linksAtTheStoredFeedAreNeverFollowed() throws {
+        let keys = TempDir(); defer { keys.remove() }
+        let publisher = try Publisher("publisher", in: keys)
+        let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
+        fleet.served.feed = Self.feed(serial: 1)
+        fleet.served.signature = try publisher.sign(fleet.served.feed)
+        #expect(fleet.fetch().status == 0)
+        let outside = TempDir(); defer { outside.remove() }
+        let victim = Array("root:x:0:0:root:/root:/bin/bash\n".utf8)
+        for name in ["feed.signed", "feed.signed.tmp"] {
+            _ = outside.write(name, victim)
+            _ = Disk.remove(fleet.s.cache + "/" + name)
+            #expect(symlink(outside.file(name), fleet.s.cache + "/" + name) == 0)
+        }
+        // A 304 with a link as the stored feed: no verified pair, so the feed is asked whole.
+        var r = fleet.fetch()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!Disk.isLink(fleet.s.cache + "/feed.signed"))
+        fleet.served.feed = Self.feed(serial: 2)
+        fleet.served.signature = try publisher.sign(fleet.served.feed)
+        r = fleet.fetch()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(fleet.run(["clear"]).status == 0)
+        for name in ["feed.signed", "feed.signed.tmp"] {
+            #expect(FileManager.default.contents(atPath: outside.file(name)).map(Array.init) == victim, "\(name)")
+        }
+    }
+
     static func httpDate(_ t: Double) -> String {
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
