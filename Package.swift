@@ -20,7 +20,13 @@ let package = Package(
             name: "CCrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto"], exclude: ["README.md"]),
+        // libxml2 for VAST feeds (SPEC §10): dlopen'ed by the first XML feed, likewise. Its
+        // headers are read by the shim's C file alone (they live in /usr/include/libxml2).
+        .target(
+            name: "CXML",
+            cSettings: [.unsafeFlags(["-I/usr/include/libxml2"])]
+        ),
+        .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto", "CXML"], exclude: ["README.md"]),
         // The command line as a function (`CLI.run`), so that tests run it in-process.
         .target(name: "AdCacheCLI", dependencies: ["AdCacheKit"]),
         .executableTarget(name: "adcache", dependencies: ["AdCacheCLI"]),

@@ -2,7 +2,7 @@
 # Installs what building and testing adcache needs, when it is missing (Debian/Ubuntu).
 # Usage: scripts/deps.sh [extra-package ...]
 set -eu
-need="libcurl4-openssl-dev libssl-dev pkg-config $*"
+need="libcurl4-openssl-dev libssl-dev libxml2-dev pkg-config $*"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

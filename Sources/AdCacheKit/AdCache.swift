@@ -308,6 +308,9 @@ public struct FetchOptions: Sendable {
     public var warnAlways = false
     /// Deliver the queued events before the feed (SPEC §4: `--no-report` skips that).
     public var report = true
+    /// VAST feeds (SPEC §10): the screen, bitrate and media types the media file is chosen
+    /// for, and `[LIMITADTRACKING]`.
+    public var vast = VASTOptions()
     /// Signed feeds (SPEC §11): with a key, only a feed one of them signed is accepted.
     public var feedKeys: [FeedKey] = []
     /// The feed's signature from this `.minisig` file instead of where it would be fetched
@@ -496,8 +499,11 @@ public struct ShownAd: Sendable {
     public var path: String
     public var type: AdType?
     public var placement: String
-    /// Countdown seconds, 3 to 5.
+    /// Countdown seconds, 3 to 5; a VAST video's length.
     public var duration: Int
+    /// When a VAST ad may be skipped, in seconds from its start (SPEC §10); nil when never
+    /// (or not a VAST ad).
+    public var skipOffset: Double?
     public var clickUrl: String?
     /// Shows left after this one (as it stands when peeking); nil is unlimited.
     public var remainingShows: Int64?

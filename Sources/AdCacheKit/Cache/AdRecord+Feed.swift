@@ -78,6 +78,7 @@ extension AdRecord {
         ad.weight = weight
         ad.schedule = schedule
         ad.tracking = tracking
+        ad.vast = vast
         return ad
     }
 }

@@ -58,6 +58,8 @@ struct AdRecord: Equatable, Sendable {
     var tracking: [String: [String]] = [:]
     /// When in the local week it may be shown.
     var schedule = Schedule()
+    /// A VAST ad's own fields (SPEC §10): `duration` is then its length, not a countdown.
+    var vast: VASTFields?
     /// Failures for good in a row of this asset (`failedFor`: what they were against), and
     /// when it may be tried again; the validators of the failed response, to ask
     /// conditionally then.
@@ -109,6 +111,7 @@ struct AdRecord: Equatable, Sendable {
         weight = ad.weight
         schedule = ad.schedule
         tracking = ad.tracking
+        vast = ad.vast
     }
 
     /// Forgets an earlier failure for good (the asset now downloaded, or changed).

@@ -259,7 +259,7 @@ extension AdRecord {
             case start, expires, maxShows, maxShowsPerDay, minInterval, duration, priority, clickUrl, meta
             case shows, lastShown, lastShowSeq, showDay, showsOnDay, error, weight, failures, freshUntil
             case feedType, failedFor, retryAt, failedEtag, failedLastModified, picks, pickEpoch, tracking
-            case hours, days
+            case hours, days, vast
         }
         static let fields = JSONKeyTable<Field>()
 
@@ -321,6 +321,17 @@ extension AdRecord {
                         if forSelection { try s.skip() } else { r.failedLastModified = try s.optString() }
                     case .picks: r.picks = try s.optInt()
                     case .pickEpoch: r.pickEpoch = try s.optInt()
+                    case .vast:
+                        var v = VASTFields()
+                        try s.object { s, key in
+                            switch key {
+                            case "skipOffset": v.skipOffset = try s.optDouble()
+                            case "adServingId": v.adServingId = try s.optString()
+                            case "universalAdId": v.universalAdId = try s.optString()
+                            default: try s.skip()
+                            }
+                        }
+                        r.vast = v
                     case .tracking where forSelection: try s.skip()
                     case .tracking:
                         var tracking: [String: [String]] = [:]
@@ -379,7 +390,9 @@ extension AdRecord {
         if let why = time("start", start) ?? time("expires", expires) ?? time("lastShown", lastShown) { return why }
         if let why = time("retryAt", retryAt) ?? time("freshUntil", freshUntil) { return why }
         if let d = showDay, !Time.supportedDays.contains(d) { return "its \"showDay\" (\(d)) is out of range" }
-        if !(FeedAd.durationRange).contains(duration) { return "its \"duration\" (\(duration)) is out of range" }
+        if !(vast == nil ? FeedAd.durationRange : FeedAd.vastDurationRange).contains(duration) {
+            return "its \"duration\" (\(duration)) is out of range"
+        }
         if !FeedAd.weightRange.contains(weight) { return "its \"weight\" (\(weight)) is out of range" }
         return nil
     }
@@ -439,6 +452,14 @@ extension AdRecord {
         }
         w.field("type", type?.rawValue)
         w.field("url", url)
+        if let vast {
+            w.key("vast")
+            w.beginObject()
+            w.field("adServingId", vast.adServingId)
+            w.field("skipOffset", vast.skipOffset)
+            w.field("universalAdId", vast.universalAdId)
+            w.endObject()
+        }
         if weight != 1 { w.field("weight", weight) }
         w.endObject()
     }

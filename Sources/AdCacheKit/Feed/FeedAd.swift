@@ -23,12 +23,18 @@ package struct FeedAd: Equatable, Sendable {
     var schedule = Schedule()
     /// Proof of play (SPEC §8): event name → the http/https URLs to call when it happens.
     var tracking: [String: [String]] = [:]
+    /// A VAST ad's own fields (SPEC §10); nil for an ad of a JSON feed.
+    var vast: VASTFields?
+    /// The media file's size as the VAST document gives it (`fileSize`): checked, not kept.
+    var fileSize: Int64?
 
     /// The events a feed may track.
     static let trackedEvents = ["impression", "click", "skip", "complete"]
     package static let defaultDuration = 5
     /// The countdowns a feed may ask for (SPEC §2).
     static let durationRange = 3...5
+    /// A VAST video's length, rounded up (SPEC §10: not clamped).
+    static let vastDurationRange = 1...86400
     static let weightRange: ClosedRange<Int64> = 1...1000
     static let defaultPlacement = "splash"
 
@@ -48,4 +54,12 @@ struct Feed: Sendable {
     /// nil when absent or not such a value.
     var serial: Int64?
     var validUntil: Double?
+    /// A JSON feed's `"vast": URL` ads, resolved by the parse stage (SPEC §10).
+    var vastTags: [VASTTag] = []
+    /// The VAST errors to report (queued once the feed is committed).
+    var vastErrors: [VASTErrorReport] = []
+    /// Wrapped VAST documents that could not be fetched for now.
+    var vastTransientFailures = 0
+    /// A VAST document itself (not a JSON feed naming VAST tags).
+    var isVAST = false
 }

@@ -71,7 +71,27 @@ struct FeedParser: Sendable {
 
         var ads: [FeedAd] = []
         var seen = Set<String>()
+        var tags: [VASTTag] = []
         for (index, item) in items.enumerated() {
+            // `"vast": URL` instead of `url`: the ads of that VAST document (SPEC §10).
+            if case .object(var o) = item, let v = present(o["vast"]), present(o["url"]) == nil {
+                guard let url = v.stringValue, Self.isWebURL(url) else {
+                    warnings.append(
+                        Diagnostic(.feed, "skipping ad #\(index + 1): its \"vast\" is not an http or https URL"))
+                    continue
+                }
+                o["url"] = .string(url)
+                do {
+                    let template = try parseAd(.object(o), index: index, warnings: &warnings)
+                    tags.append(
+                        VASTTag(
+                            position: ads.count, url: url, idPrefix: o["id"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
+                            template: template))
+                } catch let e as AdError {
+                    warnings.append(Diagnostic(.feed, ad: e.id, "skipping \(e.name): \(e.reason)"))
+                }
+                continue
+            }
             do {
                 let ad = try parseAd(item, index: index, warnings: &warnings)
                 if !seen.insert(ad.id).inserted {
@@ -84,6 +104,7 @@ struct FeedParser: Sendable {
             }
         }
         var feed = Feed(ads: ads, warnings: warnings, reportUrl: reportUrl)
+        feed.vastTags = tags
         if case .object(let o) = json {
             feed.serial = present(o["serial"])?.integerValue.flatMap { $0 >= 1 ? $0 : nil }
             feed.validUntil = present(o["validUntil"]).flatMap(Time.parse)

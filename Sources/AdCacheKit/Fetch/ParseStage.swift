@@ -4,29 +4,15 @@
     import Foundation
 #endif
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
-/// A feed format. The parse stage reads the verified bytes with the first format that claims
-/// them: JSON today; VAST plugs in here as a second format.
-protocol FeedFormat: Sendable {
-    /// True when `bytes` are of this format (the last format claims whatever is left).
-    func claims(_ bytes: [UInt8]) -> Bool
-    func parse(_ bytes: [UInt8], baseURL: URL) throws -> Feed
-}
-
-/// SPEC §2's JSON feed.
-struct JSONFeedFormat: FeedFormat {
-    func claims(_ bytes: [UInt8]) -> Bool { true }
-    func parse(_ bytes: [UInt8], baseURL: URL) throws -> Feed { try FeedParser(baseURL: baseURL).parse(bytes) }
-}
-
-/// The parse stage of a fetch.
+/// The parse stage of a fetch: the verified bytes as a JSON feed (SPEC §2) or, when they
+/// start with `<`, a VAST document (SPEC §10); then the VAST documents it leads to.
 extension Fetcher {
-    static let formats: [any FeedFormat] = [JSONFeedFormat()]
+    /// True when `bytes` (after a BOM and white space) start with `<`: XML, read as VAST.
+    static func isXML(_ bytes: [UInt8]) -> Bool {
+        var i = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 }
+        return i < bytes.count && bytes[i] == UInt8(ascii: "<")
+    }
 
     /// The ads of the feed's answer; after a 304, the ads the index holds, to refresh their
     /// assets.
@@ -36,11 +22,31 @@ extension Fetcher {
                 ads: before.ads.filter { $0.state != .withdrawn }.map(\.feedAd), warnings: [],
                 reportUrl: before.reportUrl)
         }
-        let format = Self.formats.first { $0.claims(bytes) } ?? JSONFeedFormat()
-        do {
-            return try format.parse(bytes, baseURL: download.finalURL)
-        } catch let e as AdCacheError {
-            throw e.with(message: "the feed \(feedText) is not a valid feed: \(e.message)")
+        func invalid(_ why: String) -> AdCacheError { .feedInvalid("the feed \(feedText) is not a valid feed: \(why)") }
+        var feed: Feed
+        var root: VASTDocument?
+        if Self.isXML(bytes) {
+            do {
+                root = try VASTDocument.read(bytes)
+            } catch {
+                if error.libraryMissing { throw AdCacheError.libraryMissing(error.reason) }
+                throw invalid(error.reason)
+            }
+            feed = Feed(ads: [], warnings: [], reportUrl: nil)
+            feed.isVAST = true
+            feed.serial = root?.serial
+            feed.validUntil = root?.validUntil
+        } else {
+            do {
+                feed = try FeedParser(baseURL: download.finalURL).parse(bytes)
+            } catch let e as AdCacheError {
+                throw e.with(message: "the feed \(feedText) is not a valid feed: \(e.message)")
+            }
         }
+        if root != nil || !feed.vastTags.isEmpty {
+            let result = resolveVAST(root: root, feedURL: feedText, tags: feed.vastTags, signed: signing)
+            placeVASTAds(result, tags: feed.vastTags, into: &feed)
+        }
+        return feed
     }
 }

@@ -144,6 +144,9 @@ extension Fetcher {
             )
         }
         feed.validUntil = signed.validUntil
+        // A signed VAST feed's InLine ads cover their media files by URL only (VAST has no
+        // digest); a JSON feed's ads, and its "vast" tags, need their sha256.
+        guard !feed.isVAST else { return signed }
         feed.ads.removeAll { ad in
             guard ad.sha256 == nil else { return false }
             feed.warnings.append(

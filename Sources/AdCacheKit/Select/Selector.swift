@@ -261,7 +261,7 @@ final class Selector {
     private func shown(_ r: AdRecord) -> ShownAd {
         ShownAd(
             id: r.id, path: store.assetPath(r.file ?? ""), type: r.type, placement: r.placement, duration: r.duration,
-            clickUrl: r.clickUrl, remainingShows: r.remainingShows,
+            skipOffset: r.vast?.skipOffset, clickUrl: r.clickUrl, remainingShows: r.remainingShows,
             expires: r.expires.map(Date.init(timeIntervalSince1970:)),
             priority: r.priority, meta: r.meta)
     }

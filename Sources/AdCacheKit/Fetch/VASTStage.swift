@@ -1,0 +1,204 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A JSON feed's `"vast": URL` ad (SPEC §10): the ads of that VAST document, each taking the
+/// fields the JSON ad gives.
+struct VASTTag: Sendable {
+    /// Where its ads go among the feed's (`list` shows ads in feed order).
+    var position: Int
+    var url: String
+    /// The JSON ad's `id`: a prefix, `<id>/<vast ad id>`.
+    var idPrefix: String?
+    /// The JSON ad's fields as parsed (priority, placement, caps, weight, schedule, start,
+    /// expires, sha256).
+    var template: FeedAd
+}
+
+/// An error a VAST document asks to be told of: its URLs, called with `[ERRORCODE]`.
+struct VASTErrorReport: Sendable, Equatable {
+    var id: String
+    var urls: [String]
+    var code: VASTCode
+}
+
+/// The VAST part of the parse stage: a root VAST feed's ads, and those its wrappers and a
+/// JSON feed's `"vast"` tags lead to, fetched level by level with the transfer engine.
+extension Fetcher {
+    /// A VAST document still to fetch.
+    struct VASTTask {
+        var url: String
+        /// The wrappers fetched on the way to it (their trackers and `Error` URLs).
+        var chain: [VASTWrapper]
+        var seen: Set<String>
+        /// The JSON feed's tag it belongs to, nil under a root VAST feed.
+        var tag: Int?
+        /// False: only the document's first ad (a wrapper without `allowMultipleAds`).
+        var takeAll: Bool
+    }
+
+    struct VASTResult {
+        var ads: [(tag: Int?, ad: FeedAd)] = []
+        var warnings: [Diagnostic] = []
+        var errors: [VASTErrorReport] = []
+        /// Wrapped documents that could not be fetched for now (the run's exit is 75).
+        var transientFailures = 0
+    }
+
+    static let maxWrappers = 5
+
+    /// The ads of `root` (a root VAST feed) and of `tags`, every wrapper resolved.
+    func resolveVAST(root: VASTDocument?, feedURL: String, tags: [VASTTag], signed: Bool) -> VASTResult {
+        var result = VASTResult()
+        var pending: [VASTTask] = tags.enumerated().map { i, tag in
+            VASTTask(url: tag.url, chain: [], seen: [tag.url], tag: i, takeAll: true)
+        }
+        if let root {
+            take(
+                root, from: VASTTask(url: feedURL, chain: [], seen: [feedURL], tag: nil, takeAll: true),
+                signedRoot: signed, &result, &pending)
+        }
+        while !pending.isEmpty, options.isCancelled?() != true {
+            let batch = pending
+            pending = []
+            let requests = batch.map { task -> TransferRequest in
+                var r = TransferRequest(url: task.url, destination: .memory, maxBytes: options.maxFeedSize)
+                r.acceptCompressed = true
+                return r
+            }
+            var responses = [TransferResponse](repeating: TransferResponse(), count: batch.count)
+            TransferEngine(settings: options.transfer).run(requests) { i, r in responses[i] = r }
+            for (task, response) in zip(batch, responses) {
+                if let error = response.error {
+                    let timeout = [.timedOut, .stalled, .deadline].contains(error)
+                    let code: VASTCode = timeout ? .wrapperTimeout : .wrapper
+                    if error.isTransient { result.transientFailures += 1 }
+                    fail(task, code, "cannot fetch it: \(error)", &result)
+                    continue
+                }
+                do {
+                    take(try VASTDocument.read(response.body), from: task, signedRoot: false, &result, &pending)
+                } catch {
+                    fail(task, error.code == .undefined ? .xmlParse : error.code, error.reason, &result)
+                }
+            }
+        }
+        return result
+    }
+
+    /// The ads of one document; its wrappers become tasks of the next level.
+    private func take(
+        _ doc: VASTDocument, from task: VASTTask, signedRoot: Bool, _ result: inout VASTResult,
+        _ pending: inout [VASTTask]
+    ) {
+        let chainErrors = task.chain.flatMap(\.trackers.error)
+        if doc.entries.isEmpty {
+            // No ad: the root's Error (and every wrapper's) is told 303.
+            let urls = chainErrors + doc.rootErrors
+            if !urls.isEmpty { result.errors.append(VASTErrorReport(id: task.chain.last?.id ?? task.url, urls: urls, code: .noAds)) }
+            if !task.chain.isEmpty { result.warnings.append(Diagnostic(.feed, "VAST tag \(task.url): no ad (error 303)")) }
+            return
+        }
+        var wrappers = VASTTrackers()
+        for w in task.chain { wrappers.add(w.trackers) }
+        for entry in task.takeAll ? doc.entries : Array(doc.entries.prefix(1)) {
+            switch entry {
+            case .inline(let id, let inline):
+                do {
+                    let (ad, _) = try VASTDocument.ad(inline, id: id, wrappers: wrappers, options: options.vast, now: now())
+                    result.ads.append((task.tag, ad))
+                } catch {
+                    let name = id ?? inline.child("AdServingId")?.text.nilIfEmpty ?? "#\(result.ads.count + 1)"
+                    result.warnings.append(
+                        Diagnostic(.feed, ad: id, "skipping VAST ad '\(name)': \(error.reason) (error \(error.code.rawValue))"))
+                    let own = inline.children("Error").compactMap { VASTDocument.webURL($0.text) }
+                    let urls = chainErrors + own
+                    if !urls.isEmpty { result.errors.append(VASTErrorReport(id: name, urls: urls, code: error.code)) }
+                }
+            case .wrapper(let w):
+                let name = w.id ?? w.tagURI ?? task.url
+                if signedRoot {
+                    result.warnings.append(
+                        Diagnostic(.feed, ad: w.id, "skipping VAST wrapper '\(name)': a signed feed's wrapped documents are not signed"))
+                    continue
+                }
+                let chain = task.chain + [w]
+                let next = VASTTask(url: w.tagURI ?? "", chain: chain, seen: task.seen, tag: task.tag, takeAll: w.allowMultipleAds)
+                guard let uri = w.tagURI else {
+                    fail(next, .wrapper, "its VASTAdTagURI is not an http or https URL", &result)
+                    continue
+                }
+                if let last = task.chain.last, !last.followAdditionalWrappers {
+                    fail(next, .wrapperLimit, "a wrapper that allows no further wrapper led to another", &result)
+                } else if chain.count > Self.maxWrappers {
+                    fail(next, .wrapperLimit, "more than \(Self.maxWrappers) wrappers lead to it", &result)
+                } else if task.seen.contains(uri) {
+                    fail(next, .wrapperLimit, "its wrappers loop (\(uri) again)", &result)
+                } else {
+                    var n = next
+                    n.seen.insert(uri)
+                    pending.append(n)
+                }
+            }
+        }
+    }
+
+    /// The ads under `task` fail: one warning, and its wrappers' `Error` URLs told `code`.
+    private func fail(_ task: VASTTask, _ code: VASTCode, _ reason: String, _ result: inout VASTResult) {
+        let id = task.chain.last?.id ?? task.url
+        result.warnings.append(
+            Diagnostic(.feed, ad: task.chain.last?.id, "skipping the ads of VAST tag \(task.url): \(reason) (error \(code.rawValue))"))
+        let urls = task.chain.flatMap(\.trackers.error)
+        if !urls.isEmpty { result.errors.append(VASTErrorReport(id: id, urls: urls, code: code)) }
+    }
+
+    /// `feed` with the VAST ads in place: a tag's ads where the tag stood (each taking the
+    /// JSON ad's fields), a root feed's in order; a repeated id skipped with a warning.
+    func placeVASTAds(_ result: VASTResult, tags: [VASTTag], into feed: inout Feed) {
+        var byTag: [Int: [FeedAd]] = [:]
+        var rootAds: [FeedAd] = []
+        for (tag, ad) in result.ads {
+            guard let tag else {
+                rootAds.append(ad)
+                continue
+            }
+            var a = ad
+            let t = tags[tag].template
+            if let prefix = tags[tag].idPrefix { a.id = "\(prefix)/\(a.id)" }
+            a.priority = t.priority
+            a.placement = t.placement
+            a.maxShows = t.maxShows
+            a.maxShowsPerDay = t.maxShowsPerDay
+            a.minInterval = t.minInterval
+            a.weight = t.weight
+            a.schedule = t.schedule
+            a.start = t.start
+            if let e = t.expires { a.expires = min(e, a.expires ?? e) }
+            if let sha = t.sha256 { a.sha256 = sha }
+            byTag[tag, default: []].append(a)
+        }
+        var ads: [FeedAd] = []
+        var position = 0
+        for (i, tag) in tags.enumerated() {
+            ads += feed.ads[position..<min(tag.position, feed.ads.count)]
+            position = tag.position
+            ads += byTag[i] ?? []
+        }
+        ads += feed.ads[min(position, feed.ads.count)...]
+        ads += rootAds
+        var seen = Set<String>()
+        feed.ads = ads.filter { ad in
+            guard seen.insert(ad.id).inserted else {
+                feed.warnings.append(
+                    Diagnostic(.feed, ad: ad.id, "skipping ad '\(ad.id)': its id is used by an earlier ad in the feed"))
+                return false
+            }
+            return true
+        }
+        feed.warnings += result.warnings
+        feed.vastErrors = result.errors
+        feed.vastTransientFailures = result.transientFailures
+    }
+}

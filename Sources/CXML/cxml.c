@@ -1,0 +1,121 @@
+// See include/cxml.h. libxml2's headers give the tree's layout and the option bits; its
+// functions are looked up with dlsym, so that nothing links libxml2.
+#include "cxml.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+static void (*init_parser)(void);
+static xmlDocPtr (*read_memory)(const char *, int, const char *, const char *, int);
+static void (*free_doc)(xmlDocPtr);
+static xmlErrorPtr (*last_error)(void);
+static void (*reset_last_error)(void);
+static void (*set_entity_loader)(xmlExternalEntityLoader);
+static int loaded;
+static char load_error[256];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+// No external entity, DTD or XInclude is ever read: the loader refuses every one.
+static xmlParserInputPtr refuse_loading(const char *url, const char *id, xmlParserCtxtPtr ctxt) {
+    (void)url;
+    (void)id;
+    (void)ctxt;
+    return NULL;
+}
+
+static void load(void) {
+    const char *names[] = {"libxml2.so.2", "libxml2.2.dylib", "libxml2.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(load_error, sizeof load_error, "cannot load libxml2 (libxml2.so.2); install the Debian package libxml2");
+        return;
+    }
+    init_parser = (void (*)(void))dlsym(lib, "xmlInitParser");
+    read_memory = (xmlDocPtr(*)(const char *, int, const char *, const char *, int))dlsym(lib, "xmlReadMemory");
+    free_doc = (void (*)(xmlDocPtr))dlsym(lib, "xmlFreeDoc");
+    last_error = (xmlErrorPtr(*)(void))dlsym(lib, "xmlGetLastError");
+    reset_last_error = (void (*)(void))dlsym(lib, "xmlResetLastError");
+    set_entity_loader = (void (*)(xmlExternalEntityLoader))dlsym(lib, "xmlSetExternalEntityLoader");
+    if (!init_parser || !read_memory || !free_doc || !last_error || !reset_last_error || !set_entity_loader) {
+        snprintf(load_error, sizeof load_error, "libxml2 lacks what adcache needs (xmlReadMemory)");
+        return;
+    }
+    init_parser();
+    set_entity_loader(refuse_loading);
+    loaded = 1;
+}
+
+int adc_xml_load(char *error, size_t error_size) {
+    pthread_once(&once, load);
+    if (!loaded) snprintf(error, error_size, "%s", load_error);
+    return loaded ? 0 : -1;
+}
+
+void *adc_xml_parse(const char *bytes, int length, int *had_doctype, char *error, size_t error_size) {
+    *had_doctype = 0;
+    if (adc_xml_load(error, error_size) != 0) return NULL;
+    reset_last_error();
+    // Not XML_PARSE_NOENT (no substitution), DTDLOAD, DTDATTR, XINCLUDE or HUGE (libxml2's
+    // limits on depth and sizes stay).
+    int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOCDATA;
+    xmlDocPtr doc = read_memory(bytes, length, "feed.xml", NULL, options);
+    if (!doc) {
+        xmlErrorPtr e = last_error();
+        if (e && e->message) {
+            size_t n = strlen(e->message);
+            while (n > 0 && (e->message[n - 1] == '\n' || e->message[n - 1] == ' ')) n--;
+            snprintf(error, error_size, "line %d: %.*s", e->line, (int)n, e->message);
+        } else {
+            snprintf(error, error_size, "not well-formed XML");
+        }
+        return NULL;
+    }
+    if (doc->intSubset || doc->extSubset) {
+        *had_doctype = 1;
+        free_doc(doc);
+        snprintf(error, error_size, "it has a DOCTYPE");
+        return NULL;
+    }
+    return doc;
+}
+
+void adc_xml_free(void *doc) {
+    if (doc && free_doc) free_doc((xmlDocPtr)doc);
+}
+
+void *adc_xml_root(void *doc) {
+    for (xmlNodePtr n = ((xmlDocPtr)doc)->children; n; n = n->next)
+        if (n->type == XML_ELEMENT_NODE) return n;
+    return NULL;
+}
+
+void *adc_xml_first_child(void *node) { return ((xmlNodePtr)node)->children; }
+void *adc_xml_next(void *node) { return ((xmlNodePtr)node)->next; }
+int adc_xml_type(void *node) { return (int)((xmlNodePtr)node)->type; }
+const char *adc_xml_name(void *node) { return (const char *)((xmlNodePtr)node)->name; }
+const char *adc_xml_content(void *node) { return (const char *)((xmlNodePtr)node)->content; }
+
+void *adc_xml_first_attribute(void *node) {
+    xmlNodePtr n = (xmlNodePtr)node;
+    return n->type == XML_ELEMENT_NODE ? n->properties : NULL;
+}
+void *adc_xml_next_attribute(void *attribute) { return ((xmlAttrPtr)attribute)->next; }
+const char *adc_xml_attribute_name(void *attribute) { return (const char *)((xmlAttrPtr)attribute)->name; }
+
+size_t adc_xml_attribute_value(void *attribute, char *out, size_t out_size) {
+    size_t used = 0;
+    for (xmlNodePtr c = ((xmlAttrPtr)attribute)->children; c; c = c->next) {
+        if (c->type != XML_TEXT_NODE || !c->content) continue;
+        size_t n = strlen((const char *)c->content);
+        if (used + n <= out_size) memcpy(out + used, c->content, n);
+        used += n;
+    }
+    return used;
+}
