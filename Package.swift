@@ -32,7 +32,9 @@ let package = Package(
         .executableTarget(name: "adcache", dependencies: ["AdCacheCLI"]),
         .target(name: "TestSupport", dependencies: ["AdCacheKit", "AdCacheCLI"], path: "Tests/TestSupport"),
         .testTarget(name: "AdCacheKitTests", dependencies: ["AdCacheKit", "TestSupport"]),
-        .testTarget(name: "adcacheTests", dependencies: ["adcache", "AdCacheCLI", "AdCacheKit", "TestSupport"]),
+        .testTarget(
+            name: "adcacheTests", dependencies: ["adcache", "AdCacheCLI", "AdCacheKit", "TestSupport"],
+            exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

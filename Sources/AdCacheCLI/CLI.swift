@@ -71,6 +71,9 @@ struct Context {
         var pop = AdCache.ProofOfPlay(deviceId: config.value("device-id"), reportUrl: config.value("report-url"))
         if let n = config.value("max-events").flatMap(Int.init) { pop.maxEvents = n }
         if let d = config.value("max-event-age").flatMap(Int.init) { pop.maxEventAge = d }
+        let vast = config.vast
+        pop.playerSize = "\(vast.screenWidth),\(vast.screenHeight)"
+        pop.limitAdTracking = vast.limitAdTracking
         return AdCache(
             .init(
                 directory: directory, clock: at.map { .fixed($0) } ?? .system, proofOfPlay: pop,

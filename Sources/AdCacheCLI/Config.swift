@@ -36,6 +36,7 @@ struct Config {
     /// (SPEC §11).
     static let extraKeys: [String: ValueKind] = [
         "feed": .text, "device-id": .text, "report-url": .text, "feed-key": .text, "feed-keys-dir": .directory,
+        "screen": .text, "max-bitrate": .text, "media-types": .text, "limit-ad-tracking": .text,
     ]
 
     /// Where the keys of signed feeds are when `feed-keys-dir` does not say (the Debian package
@@ -138,6 +139,7 @@ struct Config {
                 if value.isEmpty { throw UsageError(message: "\(at): 'feed-keys-dir' needs a directory") }
                 if !value.hasPrefix("/") { value = PathText.join(PathText.parent(path), value) }
             }
+            if let problem = Self.vastProblem(key, value) { throw UsageError(message: "\(at): \(problem)") }
             if key == "report-url", !web {
                 throw UsageError(message: "\(at): 'report-url' needs an http or https URL (got '\(value)')")
             }
@@ -184,6 +186,45 @@ struct Config {
             }
         }
         return keys
+    }
+
+    /// Why a VAST key's value is wrong (SPEC §10), or nil.
+    static func vastProblem(_ key: String, _ value: String) -> String? {
+        switch key {
+        case "screen":
+            return screenSize(value) == nil ? "'screen' needs WIDTHxHEIGHT, such as 1920x1080 (got '\(value)')" : nil
+        case "max-bitrate":
+            return Int(value).map { (1...1_000_000).contains($0) } == true
+                ? nil : "'max-bitrate' needs kbit/s, a whole number from 1 to 1000000 (got '\(value)')"
+        case "media-types":
+            let types = value.split(separator: ",").map { $0.trimmed() }
+            return !types.isEmpty && types.allSatisfy({ $0.hasPrefix("video/") && $0.count > 6 })
+                ? nil
+                : "'media-types' needs video types separated by commas, such as video/mp4,video/webm (got '\(value)')"
+        case "limit-ad-tracking":
+            return value == "true" || value == "false"
+                ? nil : "'limit-ad-tracking' needs true or false (got '\(value)')"
+        default:
+            return nil
+        }
+    }
+
+    static func screenSize(_ text: String) -> (width: Int, height: Int)? {
+        let parts = text.lowercased().split(separator: "x")
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (1...100_000).contains(w),
+            (1...100_000).contains(h)
+        else { return nil }
+        return (w, h)
+    }
+
+    /// The VAST settings (SPEC §10), defaults where the files say nothing.
+    var vast: VASTOptions {
+        var v = VASTOptions()
+        if let s = value("screen").flatMap(Self.screenSize) { (v.screenWidth, v.screenHeight) = s }
+        v.maxBitrate = value("max-bitrate").flatMap(Int.init)
+        if let types = value("media-types") { v.mediaTypes = types.split(separator: ",").map { $0.trimmed() } }
+        v.limitAdTracking = value("limit-ad-tracking") == "true"
+        return v
     }
 
     /// The last value of `key`, or nil.

@@ -14,8 +14,11 @@ enum EventCommand: Command {
         name: "event",
         abstract: "Record that an ad was clicked, skipped or played to its end, and queue its trackers.",
         discussion:
-            "TYPE is click, skip or complete (impressions are recorded by 'adcache next'). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id.",
-        arguments: [("<type>", "click, skip or complete."), ("<id>", "The ad's id, as 'next' gives it in its JSON.")],
+            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile (impressions are recorded by 'adcache next'). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id.",
+        arguments: [
+            ("<type>", "click, skip, complete, start, firstQuartile, midpoint or thirdQuartile."),
+            ("<id>", "The ad's id, as 'next' gives it in its JSON."),
+        ],
         options: [at]
     )
 

@@ -99,6 +99,7 @@ enum FetchCommand: Command {
         options.caFile = try caFile(args)
         options.report = !args.has(noReport)
         options.feedKeys = context.feedKeys
+        options.vast = context.config.vast
         options.signatureFile = try args.get(signature).map(PathText.absolute)
         if args.has(progress) && args.has(noProgress) {
             throw args.usage("'--progress' and '--no-progress' cannot go together")

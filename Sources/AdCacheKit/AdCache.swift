@@ -86,6 +86,7 @@ public final class AdCache {
         let fetcher = Fetcher(store: store, options: options, warn: configuration.diagnostics)
         fetcher.clock = configuration.clock
         fetcher.onProgress = progress
+        fetcher.proofOfPlay = configuration.proofOfPlay
         let warn = configuration.diagnostics
         fetcher.reportStep = { settings, now in
             // A failed report step is a warning; it never changes the fetch (SPEC §4). The
@@ -199,7 +200,9 @@ public final class AdCache {
                 postponed = true
             }
         }
-        let report = try Pruner(store: store, warn: configuration.diagnostics).run(options, at: moment)
+        let report = try Pruner(
+            store: store, warn: configuration.diagnostics, proofOfPlay: configuration.proofOfPlay
+        ).run(options, at: moment)
         if postponed, report.bytesFreed > 0 { try? fold() }   // now that there is room
         return report
     }
@@ -607,8 +610,13 @@ public struct FetchReport: Sendable {
     public var ads: [Ad] = []
     /// The feed's warnings (also sent to the diagnostics).
     public var warnings: [String] = []
+    /// Wrapped VAST documents that could not be fetched for now (their ads wait).
+    public var vastTransientFailures = 0
+
     public var status: Status {
-        if ads.contains(where: { $0.outcome == .pending || ($0.outcome == .failed && $0.transient) }) {
+        if vastTransientFailures > 0
+            || ads.contains(where: { $0.outcome == .pending || ($0.outcome == .failed && $0.transient) })
+        {
             return .tryLater
         }
         if ads.contains(where: { $0.outcome == .failed }) { return .failedForGood }

@@ -15,10 +15,13 @@
 final class Pruner {
     let store: CacheStore
     let warn: WarningSink
+    /// Where a never-shown VAST ad's `notUsed` is queued when it goes (SPEC §10).
+    var proofOfPlay: AdCache.ProofOfPlay?
 
-    init(store: CacheStore, warn: @escaping WarningSink) {
+    init(store: CacheStore, warn: @escaping WarningSink, proofOfPlay: AdCache.ProofOfPlay? = nil) {
         self.store = store
         self.warn = warn
+        self.proofOfPlay = proofOfPlay
     }
 
     func run(_ options: PruneOptions, at moment: Moment) throws -> PruneReport {
@@ -48,6 +51,7 @@ final class Pruner {
                 for file in unnamed { file.remove() }
                 if !unnamed.isEmpty { store.dir.sync(.assets) }
                 if index != loaded.index { try store.save(index) }
+                queueNotUsed(gone: loaded.index.ads, kept: index.ads, at: t)
             }
             CrashPoint.reach("prune.afterSave")
             return plan.files + unnamed
@@ -64,6 +68,24 @@ final class Pruner {
         report.bytesKept = store.dir.list(.assets).map(store.asset).filter { !gone.contains($0) }
             .reduce(Int64(0)) { $0 + ($1.size ?? 0) }
         return report
+    }
+
+    /// `notUsed` for each VAST ad the commit deleted (expired) without its ever being shown,
+    /// under the journal lock (prune already holds the index lock; a launch takes only this).
+    private func queueNotUsed(gone before: [AdRecord], kept: [AdRecord], at t: Double) {
+        guard let pop = proofOfPlay else { return }
+        let left = Set(kept.map(\.id))
+        let records = before.filter { $0.state != .withdrawn && !left.contains($0.id) }.flatMap {
+            Fetcher.notUsed($0, pop, at: t)
+        }
+        guard !records.isEmpty else { return }
+        do {
+            try store.journal.withLock(timeout: store.lockTimeout) {
+                for r in records { try store.journal.append(r) }
+            }
+        } catch {
+            warn(Diagnostic(.report, "notUsed not queued: \(error)"))
+        }
     }
 
     /// Ads that can never be shown again go; an exhausted ad the feed still lists keeps its

@@ -271,6 +271,14 @@ extension Time {
         let ms = Int(((clamped(t) - clamped(t).rounded(.down)) * 1000).rounded(.down))
         return String(whole.dropLast()) + "." + Format.padded(min(ms, 999), width: 3) + "Z"
     }
+
+    /// A position in an ad as VAST writes it: `HH:MM:SS.mmm` (`[ADPLAYHEAD]`).
+    static func formatPlayhead(_ seconds: Double) -> String {
+        let ms = Int((max(0, min(seconds, 359_999)) * 1000).rounded())
+        let s = ms / 1000
+        return Format.padded(s / 3600, width: 2) + ":" + Format.padded(s / 60 % 60, width: 2) + ":"
+            + Format.padded(s % 60, width: 2) + "." + Format.padded(ms % 1000, width: 3)
+    }
 }
 
 extension CacheStore {

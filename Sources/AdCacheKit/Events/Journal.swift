@@ -94,7 +94,7 @@ struct JournalRecord: Equatable, Sendable {
         } catch {
             return nil
         }
-        guard FeedAd.trackedEvents.contains(r.event), !r.id.isEmpty, !r.nonce.isEmpty, Time.isSupported(r.at),
+        guard FeedAd.journalEvents.contains(r.event), !r.id.isEmpty, !r.nonce.isEmpty, Time.isSupported(r.at),
             Time.supportedDays.contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression")
         else { return nil }
         self = r

@@ -16,6 +16,10 @@ extension AdCache {
         public var maxEvents = 100_000
         /// Events older than this many days are dropped (counted).
         public var maxEventAge = 30
+        /// `[PLAYERSIZE]` of VAST trackers: the screen, `WIDTH,HEIGHT` (SPEC §10).
+        public var playerSize = "1920,1080"
+        /// `[LIMITADTRACKING]` of VAST trackers.
+        public var limitAdTracking = false
 
         public init(deviceId: String? = nil, reportUrl: String? = nil, maxEvents: Int = 100_000, maxEventAge: Int = 30)
         {
@@ -29,18 +33,69 @@ extension AdCache {
 
         /// The journal record of `event` for `ad` at `t`: a fresh nonce and cachebusting
         /// value, the tracker URLs with their macros expanded (a retry sends the very same
-        /// URL), and a place in a batch report when there is somewhere to send it.
+        /// URL), and a place in a batch report when there is somewhere to send it. A VAST
+        /// ad's show also calls its `start` trackers (and, at its first show, its
+        /// `verificationNotExecuted` ones), in the same record (SPEC §10).
         func record(_ event: String, of ad: AdRecord, at t: Double, reportUrl feedReportUrl: String?) -> JournalRecord {
             var r = JournalRecord(event: event, id: ad.id, at: t, day: Time.localDay(t), nonce: Self.nonce())
-            if let urls = ad.tracking[event], !urls.isEmpty {   // most launches have none to fill in
-                let macros = [
-                    "[TIMESTAMP]": Time.formatMillis(t), "[CACHEBUSTING]": Self.cachebusting(), "[ADID]": ad.id,
-                    "[EVENT]": event, "[DEVICEID]": deviceId ?? "",
-                ]
-                r.trackers = urls.map { Self.expand($0, macros) }
+            var groups = [(event, ad.tracking[event] ?? [])]
+            if ad.vast != nil, event == "impression" {
+                groups.append(("start", ad.tracking["start"] ?? []))
+                if ad.shows == 0 {
+                    groups.append(("verificationNotExecuted", ad.tracking["verificationNotExecuted"] ?? []))
+                }
+            }
+            if groups.contains(where: { !$0.1.isEmpty }) {   // most launches have none to fill in
+                let cachebusting = Self.cachebusting()
+                r.trackers = groups.flatMap { group, urls in
+                    let macros = self.macros(group, of: ad, at: t, cachebusting: cachebusting)
+                    return urls.map { Self.expand($0, macros) }
+                }
             }
             r.batch = (reportUrl ?? feedReportUrl) != nil
             return r
+        }
+
+        /// The record of a VAST error (SPEC §10): `urls` called with `[ERRORCODE]` = `code`.
+        func errorRecord(id: String, urls: [String], code: Int, assetURI: String?, at t: Double) -> JournalRecord {
+            var r = JournalRecord(event: "error", id: id, at: t, day: Time.localDay(t), nonce: Self.nonce())
+            var ad = AdRecord(ad: FeedAd(id: id, url: assetURI ?? ""))
+            ad.vast = VASTFields()
+            let macros = self.macros("error", of: ad, at: t, cachebusting: Self.cachebusting(), code: code)
+            r.trackers = urls.map { Self.expand($0, macros) }
+            return r
+        }
+
+        /// §8's macros; for a VAST ad, the IAB's too (SPEC §10). A name not listed is left as
+        /// it is.
+        func macros(_ event: String, of ad: AdRecord, at t: Double, cachebusting: String, code: Int? = nil)
+            -> [String: String]
+        {
+            var m = [
+                "[TIMESTAMP]": Time.formatMillis(t), "[CACHEBUSTING]": cachebusting, "[ADID]": ad.id,
+                "[EVENT]": event, "[DEVICEID]": deviceId ?? "",
+            ]
+            guard let vast = ad.vast else { return m }
+            let d = Double(ad.duration)
+            let playhead: Double? =
+                switch event {
+                case "start": 0
+                case "firstQuartile": d / 4
+                case "midpoint": d / 2
+                case "thirdQuartile": d * 3 / 4
+                case "complete": d
+                default: nil
+                }
+            m["[ERRORCODE]"] = event == "error" ? String(code ?? VASTCode.undefined.rawValue) : "-1"
+            m["[REASON]"] = event == "verificationNotExecuted" ? "2" : "-1"
+            m["[ASSETURI]"] = ad.url
+            m["[ADSERVINGID]"] = vast.adServingId ?? ""
+            m["[UNIVERSALADID]"] = vast.universalAdId ?? ""
+            m["[PLAYERSIZE]"] = playerSize
+            m["[LIMITADTRACKING]"] = limitAdTracking ? "1" : "0"
+            m["[ADPLAYHEAD]"] = playhead.map(Time.formatPlayhead) ?? "-1"
+            m["[CONTENTPLAYHEAD]"] = m["[ADPLAYHEAD]"]
+            return m
         }
 
         /// Replaces each macro by its value, percent-encoded (RFC 3986 unreserved characters
@@ -95,7 +150,8 @@ extension AdCache {
     }
 }
 
-/// The events `adcache event` records (impressions come only from `next`).
+/// The events `adcache event` records (impressions come only from `next`); `start` and the
+/// quartiles are a VAST video's (SPEC §10).
 public enum AdEvent: String, Sendable, CaseIterable {
-    case click, skip, complete
+    case click, skip, complete, start, firstQuartile, midpoint, thirdQuartile
 }

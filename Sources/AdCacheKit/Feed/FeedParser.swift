@@ -85,7 +85,8 @@ struct FeedParser: Sendable {
                     let template = try parseAd(.object(o), index: index, warnings: &warnings)
                     tags.append(
                         VASTTag(
-                            position: ads.count, url: url, idPrefix: o["id"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
+                            position: ads.count, url: url,
+                            idPrefix: o["id"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
                             template: template))
                 } catch let e as AdError {
                     warnings.append(Diagnostic(.feed, ad: e.id, "skipping \(e.name): \(e.reason)"))

@@ -88,6 +88,9 @@ extension Fetcher {
         for ad in job.ads {
             if let sha = ad.sha256, response.fileSha256 != sha {
                 results[ad.id] = forGood("\(url): the file's SHA-256 does not match the feed's sha256")
+            } else if let size = ad.fileSize, size != response.fileBytes {
+                results[ad.id] = forGood(
+                    "\(url): \(response.fileBytes) bytes, but the VAST document's fileSize says \(size)")
             } else if let type = ad.type ?? served, type != format.type {
                 let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
                 results[ad.id] = forGood(

@@ -30,6 +30,8 @@ final class Fetcher {
     /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
     /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
     var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
+    /// Where VAST errors and `notUsed` are queued (SPEC §10); nil queues none.
+    var proofOfPlay: AdCache.ProofOfPlay?
     /// The feed server's clock minus the device's, when they differ by more than
     /// `clockTolerance` (the last measurement's until this run measures).
     var clockOffset: Double?
@@ -161,6 +163,9 @@ final class Fetcher {
         try commit(
             feed, results: results, feedState: remembered, clockOffset: clockOffset, signed: signed,
             sweep: !before.ads.isEmpty)
+
+        queueVASTReports(feed, results: results, before: before)
+        report.vastTransientFailures = feed.vastTransientFailures
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
         report.interrupted = options.isCancelled?() == true

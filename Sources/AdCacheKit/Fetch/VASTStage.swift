@@ -97,8 +97,12 @@ extension Fetcher {
         if doc.entries.isEmpty {
             // No ad: the root's Error (and every wrapper's) is told 303.
             let urls = chainErrors + doc.rootErrors
-            if !urls.isEmpty { result.errors.append(VASTErrorReport(id: task.chain.last?.id ?? task.url, urls: urls, code: .noAds)) }
-            if !task.chain.isEmpty { result.warnings.append(Diagnostic(.feed, "VAST tag \(task.url): no ad (error 303)")) }
+            if !urls.isEmpty {
+                result.errors.append(VASTErrorReport(id: task.chain.last?.id ?? task.url, urls: urls, code: .noAds))
+            }
+            if !task.chain.isEmpty {
+                result.warnings.append(Diagnostic(.feed, "VAST tag \(task.url): no ad (error 303)"))
+            }
             return
         }
         var wrappers = VASTTrackers()
@@ -107,12 +111,15 @@ extension Fetcher {
             switch entry {
             case .inline(let id, let inline):
                 do {
-                    let (ad, _) = try VASTDocument.ad(inline, id: id, wrappers: wrappers, options: options.vast, now: now())
+                    let (ad, _) = try VASTDocument.ad(
+                        inline, id: id, wrappers: wrappers, options: options.vast, now: now())
                     result.ads.append((task.tag, ad))
                 } catch {
                     let name = id ?? inline.child("AdServingId")?.text.nilIfEmpty ?? "#\(result.ads.count + 1)"
                     result.warnings.append(
-                        Diagnostic(.feed, ad: id, "skipping VAST ad '\(name)': \(error.reason) (error \(error.code.rawValue))"))
+                        Diagnostic(
+                            .feed, ad: id, "skipping VAST ad '\(name)': \(error.reason) (error \(error.code.rawValue))")
+                    )
                     let own = inline.children("Error").compactMap { VASTDocument.webURL($0.text) }
                     let urls = chainErrors + own
                     if !urls.isEmpty { result.errors.append(VASTErrorReport(id: name, urls: urls, code: error.code)) }
@@ -121,11 +128,14 @@ extension Fetcher {
                 let name = w.id ?? w.tagURI ?? task.url
                 if signedRoot {
                     result.warnings.append(
-                        Diagnostic(.feed, ad: w.id, "skipping VAST wrapper '\(name)': a signed feed's wrapped documents are not signed"))
+                        Diagnostic(
+                            .feed, ad: w.id,
+                            "skipping VAST wrapper '\(name)': a signed feed's wrapped documents are not signed"))
                     continue
                 }
                 let chain = task.chain + [w]
-                let next = VASTTask(url: w.tagURI ?? "", chain: chain, seen: task.seen, tag: task.tag, takeAll: w.allowMultipleAds)
+                let next = VASTTask(
+                    url: w.tagURI ?? "", chain: chain, seen: task.seen, tag: task.tag, takeAll: w.allowMultipleAds)
                 guard let uri = w.tagURI else {
                     fail(next, .wrapper, "its VASTAdTagURI is not an http or https URL", &result)
                     continue
@@ -149,7 +159,9 @@ extension Fetcher {
     private func fail(_ task: VASTTask, _ code: VASTCode, _ reason: String, _ result: inout VASTResult) {
         let id = task.chain.last?.id ?? task.url
         result.warnings.append(
-            Diagnostic(.feed, ad: task.chain.last?.id, "skipping the ads of VAST tag \(task.url): \(reason) (error \(code.rawValue))"))
+            Diagnostic(
+                .feed, ad: task.chain.last?.id,
+                "skipping the ads of VAST tag \(task.url): \(reason) (error \(code.rawValue))"))
         let urls = task.chain.flatMap(\.trackers.error)
         if !urls.isEmpty { result.errors.append(VASTErrorReport(id: id, urls: urls, code: code)) }
     }
@@ -200,5 +212,53 @@ extension Fetcher {
         feed.warnings += result.warnings
         feed.vastErrors = result.errors
         feed.vastTransientFailures = result.transientFailures
+    }
+}
+
+extension Fetcher {
+    /// The VAST error a media file's failure is (SPEC §10): 401 a 404, 402 a timeout, 405
+    /// content that is not what its type says, 400 any other failure for good; nil for a
+    /// transient failure (it is retried) or one not tried this run (a back-off waits).
+    static func vastCode(_ r: AssetResult) -> VASTCode? {
+        guard r.outcome == .failed, !r.waiting, r.ioError == nil, !r.noSpace, let e = r.error else { return nil }
+        if e.hasSuffix("HTTP 404") { return .mediaNotFound }
+        if e.hasSuffix("timed out") || e.contains("stalled (") { return .mediaTimeout }
+        if r.transient { return nil }
+        if e.contains(": not an image or video") || e.contains(": the file is ") { return .mediaMismatch }
+        return .mediaGeneral
+    }
+
+    /// Queues, once the feed is committed, what VAST asks to be told (SPEC §10): the errors
+    /// of the documents and ads this run skipped, of media files that failed, and `notUsed`
+    /// for an ad withdrawn without ever having been shown. A failure to queue is a warning.
+    func queueVASTReports(_ feed: Feed, results: [String: AssetResult], before: CacheIndex) {
+        guard let pop = proofOfPlay else { return }
+        let t = now()
+        var records = feed.vastErrors.map {
+            pop.errorRecord(id: $0.id, urls: $0.urls, code: $0.code.rawValue, assetURI: nil, at: t)
+        }
+        for ad in feed.ads where ad.vast != nil {
+            guard let r = results[ad.id], let code = Self.vastCode(r), let urls = ad.tracking["error"], !urls.isEmpty
+            else { continue }
+            records.append(pop.errorRecord(id: ad.id, urls: urls, code: code.rawValue, assetURI: ad.url, at: t))
+        }
+        let listed = Set(feed.ads.map(\.id))
+        for r in before.ads where r.vast != nil && r.state != .withdrawn && !listed.contains(r.id) {
+            records += Self.notUsed(r, pop, at: t)
+        }
+        guard !records.isEmpty else { return }
+        do {
+            try store.journal.withLock(timeout: store.lockTimeout) {
+                for r in records { try store.journal.append(r) }
+            }
+        } catch {
+            warn(Diagnostic(.report, "VAST errors not queued: \(error)"))
+        }
+    }
+
+    /// An ad's `notUsed` record, when it has `notUsed` trackers and was never shown.
+    static func notUsed(_ r: AdRecord, _ pop: AdCache.ProofOfPlay, at t: Double) -> [JournalRecord] {
+        guard r.shows == 0, r.lastShown == nil, let urls = r.tracking["notUsed"], !urls.isEmpty else { return [] }
+        return [pop.record("notUsed", of: r, at: t, reportUrl: nil)]
     }
 }

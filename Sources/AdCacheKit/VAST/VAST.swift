@@ -220,7 +220,9 @@ extension VASTDocument {
             }
             duration = max(1, Int(seconds.rounded(.up)))
             guard let media = chooseMedia(linear.child("MediaFiles")?.children("MediaFile") ?? [], options) else {
-                throw VASTFailure(.noMediaFile, "no progressive media file of a supported type (\(options.mediaTypes.joined(separator: ", ")))")
+                throw VASTFailure(
+                    .noMediaFile,
+                    "no progressive media file of a supported type (\(options.mediaTypes.joined(separator: ", ")))")
             }
             url = media.url
             fileSize = media.fileSize
@@ -261,6 +263,7 @@ extension VASTDocument {
         ad.type = type
         ad.duration = duration
         ad.clickUrl = clickUrl
+        ad.fileSize = fileSize
         ad.vast = VASTFields(
             skipOffset: skipOffset, adServingId: servingID,
             universalAdId: universal.isEmpty ? nil : universal.joined(separator: ","))
@@ -281,7 +284,8 @@ extension VASTDocument {
     static func staticImage(_ creatives: [XMLElement]) -> (XMLElement, String, String?)? {
         for c in creatives {
             for (holder, item, click) in [
-                ("NonLinearAds", "NonLinear", "NonLinearClickThrough"), ("CompanionAds", "Companion", "CompanionClickThrough"),
+                ("NonLinearAds", "NonLinear", "NonLinearClickThrough"),
+                ("CompanionAds", "Companion", "CompanionClickThrough"),
             ] {
                 for element in c.child(holder)?.children(item) ?? [] {
                     for r in element.children("StaticResource") {
@@ -310,7 +314,8 @@ extension VASTDocument {
         }
         let types = options.mediaTypes.map { $0.lowercased() }
         let candidates = files.enumerated().compactMap { (i, f) -> Candidate? in
-            guard f.attribute("delivery")?.lowercased() == "progressive",
+            // An interactive unit (VPAID) is code, not a video to play.
+            guard f.attribute("delivery")?.lowercased() == "progressive", f.attribute("apiFramework") == nil,
                 let type = f.attribute("type")?.lowercased(), let rank = types.firstIndex(of: type),
                 let url = webURL(f.text)
             else { return nil }
