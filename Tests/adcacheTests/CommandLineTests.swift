@@ -141,9 +141,10 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let obj = try jsonObject(next.stdout)
         #expect(
             Set(obj.keys) == [
-                "id", "path", "type", "placement", "duration", "clickUrl", "remainingShows", "expires", "priority",
-                "meta", "fallback",
+                "id", "path", "type", "placement", "duration", "skipOffset", "clickUrl", "remainingShows", "expires",
+                "priority", "meta", "fallback",
             ])
+        #expect(obj["skipOffset"] is NSNull, "null for an ad that is not a VAST video")
         #expect(obj["id"] as? String == "spring-sale")
         #expect(obj["remainingShows"] as? Int == 2)
         #expect(obj["duration"] as? Int == 4)
@@ -276,7 +277,10 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let r = s.run(["fetch", bad])
         #expect(r.status == 65)
         #expect(r.stdout.isEmpty)
-        #expect(r.stderr.hasPrefix("adcache: error: the feed \(bad) is not a valid feed: not valid JSON"))
+        // Markup is read as XML (VAST, SPEC §10): a captive portal's page is not a VAST document.
+        #expect(
+            r.stderr.hasPrefix(
+                "adcache: error: the feed \(bad) is not a valid feed: its root element is <html>, not <VAST>"))
         #expect(r.stderr.split(separator: "\n").count == 1)
         #expect(try Data(contentsOf: URL(fileURLWithPath: s.cache + "/index.json")) == before)
     }
