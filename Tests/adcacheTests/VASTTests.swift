@@ -200,6 +200,24 @@ import Testing
         #expect(ads.hits("/track/impression").count == 2)
     }
 
+    /// libxml2 is loaded by the fetch that reads XML, never by a launch (nor are libcurl
+    /// and libcrypto): glibc's loader says what it opens (`LD_DEBUG=files`).
+    @Test func aLaunchLoadsNoLibraryAndAVASTFetchLoadsLibxml2() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        ads["/simple.xml"] = try Self.sample("VAST4.2-Inline_Simple.xml", base: ads.base)
+        let device = Device(); defer { device.s.remove() }
+        let trace = ["LD_DEBUG": "files"]
+        let fetch = Adcache.run(
+            ["--config", device.conf, "--cache-dir", device.s.cache, "fetch", ads.base + "/simple.xml"], environment: trace)
+        #expect(fetch.status == 0, "\(fetch.stderr.suffix(500))")
+        #expect(fetch.stderr.contains("file=libxml2.so.2"), "the fetch loads libxml2")
+        let next = Adcache.run(["--config", device.conf, "--cache-dir", device.s.cache, "next"], environment: trace)
+        #expect(next.status == 0)
+        for library in ["libxml2", "libcurl", "libcrypto"] {
+            #expect(!next.stderr.contains("file=\(library)"), "next loaded \(library)")
+        }
+    }
+
     // MARK: The media file
 
     /// The smallest file at least the screen, else the largest; then the bitrate closest to
