@@ -86,7 +86,8 @@ struct Context {
 public enum CLI {
     static let commands: [any Command.Type] = [
         FetchCommand.self, NextCommand.self, EventCommand.self, ReportCommand.self, StatsCommand.self,
-        PruneCommand.self, ListCommand.self, ClearCommand.self, ConfigCommand.self, HelpCommand.self,
+        PruneCommand.self, ListCommand.self, WhyCommand.self, VerifyCommand.self, ClearCommand.self, ConfigCommand.self,
+        HelpCommand.self,
         CompletionsCommand.self,
     ]
 

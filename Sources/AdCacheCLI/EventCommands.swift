@@ -108,11 +108,17 @@ enum StatsCommand: Command {
             return .success
         }
         guard !console.quiet else { return .success }
-        let header = ["DAY", "ID", "SHOWS", "CLICKS", "SKIPS", "COMPLETES"]
+        // VAST's columns only when some count is not zero.
+        let extra: [(String, KeyPath<Stats.Day, Int64>)] = [
+            ("STARTS", \.starts), ("Q1", \.firstQuartiles), ("MID", \.midpoints), ("Q3", \.thirdQuartiles),
+            ("NOTUSED", \.notUsed), ("ERRORS", \.errors),
+        ].filter { _, path in stats.days.contains { $0[keyPath: path] != 0 } }
+        let header = ["DAY", "ID", "SHOWS", "CLICKS", "SKIPS", "COMPLETES"] + extra.map(\.0)
         let rows =
             [header]
-            + stats.days.map {
-                [$0.day, Console.visible($0.id), "\($0.shows)", "\($0.clicks)", "\($0.skips)", "\($0.completes)"]
+            + stats.days.map { d in
+                [d.day, Console.visible(d.id), "\(d.shows)", "\(d.clicks)", "\(d.skips)", "\(d.completes)"]
+                    + extra.map { "\(d[keyPath: $0.1])" }
             }
         let widths = header.indices.map { c in rows.map { $0[c].count }.max() ?? 0 }
         for row in rows {

@@ -114,6 +114,13 @@ public final class AdCache {
             .decide(options, at: moment)
     }
 
+    /// Why `next` would choose what it chooses now: every rule of eligibility per ad (or for
+    /// ad `id`, `unknownAd` when there is none), and the choice. Records nothing.
+    public func why(_ options: NextOptions = NextOptions(), id: String? = nil) throws -> WhyReport {
+        try Selector(store: store, proofOfPlay: configuration.proofOfPlay, warn: configuration.diagnostics)
+            .why(options, id: id, at: moment)
+    }
+
     /// Records that ad `id` was clicked, skipped or played to its end, and queues that
     /// event's trackers (SPEC §8). Never touches the network. Throws `unknownAd` when the
     /// cache holds no ad with that id.
@@ -155,10 +162,12 @@ public final class AdCache {
         var stats = Stats()
         for (day, ads) in log.days.sorted(by: { $0.key < $1.key }) where day >= first {
             for (id, c) in ads.sorted(by: { $0.key < $1.key }) {
-                stats.days.append(
-                    Stats.Day(
-                        day: Time.formatDay(day), id: id, shows: c.shows, clicks: c.clicks, skips: c.skips,
-                        completes: c.completes))
+                var d = Stats.Day(
+                    day: Time.formatDay(day), id: id, shows: c.shows, clicks: c.clicks, skips: c.skips,
+                    completes: c.completes)
+                (d.starts, d.firstQuartiles, d.midpoints) = (c.starts, c.firstQuartiles, c.midpoints)
+                (d.thirdQuartiles, d.notUsed, d.errors) = (c.thirdQuartiles, c.notUsed, c.errors)
+                stats.days.append(d)
             }
         }
         stats.pending = log.pending
@@ -205,6 +214,12 @@ public final class AdCache {
         ).run(options, at: moment)
         if postponed, report.bytesFreed > 0 { try? fold() }   // now that there is room
         return report
+    }
+
+    /// Checks every recorded file's size and SHA-256; a damaged one is moved aside and its
+    /// ad becomes `missing` until the next fetch downloads it again. Never touches the network.
+    public func verify() throws -> VerifyReport {
+        try store.verify(warn: configuration.diagnostics)
     }
 
     /// Every ad the cache knows, with its state now.
@@ -664,6 +679,14 @@ public struct Stats: Sendable {
         public var clicks: Int64
         public var skips: Int64
         public var completes: Int64
+        /// A VAST video's playback (`start` counted with its show), and VAST's `notUsed` and
+        /// errors (SPEC §4 v3).
+        public var starts: Int64 = 0
+        public var firstQuartiles: Int64 = 0
+        public var midpoints: Int64 = 0
+        public var thirdQuartiles: Int64 = 0
+        public var notUsed: Int64 = 0
+        public var errors: Int64 = 0
     }
 
     public var days: [Day] = []

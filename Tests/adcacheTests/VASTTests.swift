@@ -208,7 +208,8 @@ import Testing
         let device = Device(); defer { device.s.remove() }
         let trace = ["LD_DEBUG": "files"]
         let fetch = Adcache.run(
-            ["--config", device.conf, "--cache-dir", device.s.cache, "fetch", ads.base + "/simple.xml"], environment: trace)
+            ["--config", device.conf, "--cache-dir", device.s.cache, "fetch", ads.base + "/simple.xml"],
+            environment: trace)
         #expect(fetch.status == 0, "\(fetch.stderr.suffix(500))")
         #expect(fetch.stderr.contains("file=libxml2.so.2"), "the fetch loads libxml2")
         let next = Adcache.run(["--config", device.conf, "--cache-dir", device.s.cache, "next"], environment: trace)

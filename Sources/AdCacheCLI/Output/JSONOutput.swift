@@ -163,6 +163,9 @@ extension Stats {
                         .object([
                             ("day", .string(d.day)), ("id", .string(d.id)), ("shows", .int(d.shows)),
                             ("clicks", .int(d.clicks)), ("skips", .int(d.skips)), ("completes", .int(d.completes)),
+                            ("starts", .int(d.starts)), ("firstQuartiles", .int(d.firstQuartiles)),
+                            ("midpoints", .int(d.midpoints)), ("thirdQuartiles", .int(d.thirdQuartiles)),
+                            ("notUsed", .int(d.notUsed)), ("errors", .int(d.errors)),
                         ])
                     })
             ),

@@ -47,6 +47,7 @@ final class Pruner {
             }
             if sweep { unnamed += try stalePartials(index, report: &report) }
             unnamed += temporaries(report: &report)
+            unnamed += setAside(report: &report)
             if !options.dryRun {
                 for file in unnamed { file.remove() }
                 if !unnamed.isEmpty { store.dir.sync(.assets) }
@@ -202,6 +203,15 @@ final class Pruner {
         return store.dir.list(.partial).filter { !wanted.contains(String($0.prefix(64))) }.map { name in
             let file = store.partial(name)
             report.removed.append(.init(id: nil, reason: "partial", file: "partial/" + name, bytes: file.size ?? 0))
+            return file
+        }
+    }
+
+    /// Files `verify` set aside as damaged (`<name>.bad-<time>`), kept for inspection until now.
+    private func setAside(report: inout PruneReport) -> [CacheFile] {
+        store.dir.list(.assets).filter(CacheStore.isSetAside).map { name in
+            let file = store.asset(name)
+            report.removed.append(.init(id: nil, reason: "damaged", file: name, bytes: file.size ?? 0))
             return file
         }
     }

@@ -36,6 +36,14 @@ struct DayCounts: Equatable, Sendable {
     var clicks: Int64 = 0
     var skips: Int64 = 0
     var completes: Int64 = 0
+    /// A VAST video's playback and VAST's own reports (SPEC §4 v3, §10). A VAST ad's show
+    /// counts its `start` too (one journal record holds both).
+    var starts: Int64 = 0
+    var firstQuartiles: Int64 = 0
+    var midpoints: Int64 = 0
+    var thirdQuartiles: Int64 = 0
+    var notUsed: Int64 = 0
+    var errors: Int64 = 0
 
     mutating func count(_ event: String) {
         switch event {
@@ -43,8 +51,22 @@ struct DayCounts: Equatable, Sendable {
         case "click": clicks.add(1)
         case "skip": skips.add(1)
         case "complete": completes.add(1)
+        case "start": starts.add(1)
+        case "firstQuartile": firstQuartiles.add(1)
+        case "midpoint": midpoints.add(1)
+        case "thirdQuartile": thirdQuartiles.add(1)
+        case "notUsed": notUsed.add(1)
+        case "error": errors.add(1)
         default: break
         }
+    }
+
+    /// The v3 counts by their `stats --json` names.
+    static var playbackKeys: [(String, WritableKeyPath<DayCounts, Int64>)] {
+        [
+            ("starts", \.starts), ("firstQuartiles", \.firstQuartiles), ("midpoints", \.midpoints),
+            ("thirdQuartiles", \.thirdQuartiles), ("notUsed", \.notUsed), ("errors", \.errors),
+        ]
     }
 }
 
@@ -83,6 +105,7 @@ struct EventLog: Equatable, Sendable {
         let fresh = JournalMark.unread(records, after: lastFolded)
         for r in fresh {
             days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
+            if r.start { days[r.day, default: [:]][r.id, default: DayCounts()].count("start") }
             if !r.trackers.isEmpty || r.batch {
                 queue.append(
                     QueuedEvent(
@@ -182,7 +205,12 @@ struct EventLog: Equatable, Sendable {
                             case "clicks": c.clicks = try s.int()
                             case "skips": c.skips = try s.int()
                             case "completes": c.completes = try s.int()
-                            default: try s.skip()
+                            case let k:
+                                if let (_, path) = DayCounts.playbackKeys.first(where: { $0.0 == k }) {
+                                    c[keyPath: path] = try s.int()
+                                } else {
+                                    try s.skip()
+                                }
                             }
                         }
                         guard let day, let id else { throw s.fail("a day's counts without a day or an id") }
@@ -213,6 +241,7 @@ struct EventLog: Equatable, Sendable {
                 w.field("id", id)
                 w.field("shows", c.shows)
                 w.field("skips", c.skips)
+                for (key, path) in DayCounts.playbackKeys where c[keyPath: path] != 0 { w.field(key, c[keyPath: path]) }
                 w.endObject()
             }
         }

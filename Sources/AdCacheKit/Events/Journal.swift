@@ -35,6 +35,8 @@ struct JournalRecord: Equatable, Sendable {
     /// The weighted rotation the show belongs to (its key and signature), if any.
     var rotationKey: String?
     var rotationSignature: String?
+    /// A VAST video's show: its `start` is counted with it (SPEC §10).
+    var start = false
 
     /// One line of JSON, newline included.
     func line() -> [UInt8] {
@@ -49,6 +51,7 @@ struct JournalRecord: Equatable, Sendable {
         w.field("rot", rotationKey)
         w.field("seq", seq)
         w.field("sig", rotationSignature)
+        if start { w.key("start"); w.bool(true) }
         if !trackers.isEmpty { w.field("trackers", trackers) }
         w.endObject()
         w.out.append(0x0A)
@@ -64,7 +67,7 @@ struct JournalRecord: Equatable, Sendable {
     }
 
     /// The keys of a line as `line` writes them.
-    enum Field: String, CaseIterable, Sendable { case at, batch, day, event, id, nonce, rot, seq, sig, trackers }
+    enum Field: String, CaseIterable, Sendable { case at, batch, day, event, id, nonce, rot, seq, sig, start, trackers }
     static let fields = JSONKeyTable<Field>()
 
     /// Reads one line; nil when it is not a whole record adcache writes (torn or garbled).
@@ -85,6 +88,7 @@ struct JournalRecord: Equatable, Sendable {
                 case .rot: r.rotationKey = try s.string()
                 case .seq: r.seq = try s.int()
                 case .sig: r.rotationSignature = try s.string()
+                case .start: r.start = try s.bool()
                 case .trackers:
                     if deliveries { r.trackers = try s.strings() } else { try s.skip() }
                 case nil: try s.skip()

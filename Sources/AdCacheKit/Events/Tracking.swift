@@ -40,6 +40,8 @@ extension AdCache {
             var r = JournalRecord(event: event, id: ad.id, at: t, day: Time.localDay(t), nonce: Self.nonce())
             var groups = [(event, ad.tracking[event] ?? [])]
             if ad.vast != nil, event == "impression" {
+                // An image's creativeView is its start (SPEC §10); only a video counts one.
+                r.start = ad.type == .video
                 groups.append(("start", ad.tracking["start"] ?? []))
                 if ad.shows == 0 {
                     groups.append(("verificationNotExecuted", ad.tracking["verificationNotExecuted"] ?? []))

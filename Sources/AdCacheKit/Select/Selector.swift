@@ -35,8 +35,84 @@ enum SelectionPolicy {
     /// Eligible (SPEC §4), apart from the file check, which the caller makes last because it
     /// costs a `stat`.
     static func isEligible(_ r: AdRecord, at t: Double, local: LocalTime, options: NextOptions) -> Bool {
-        guard r.placement == options.placement, options.type == nil || r.type == options.type else { return false }
-        return r.state(at: t, local: local, filePresent: true) == .ready
+        check(r, at: t, local: local, options: options, filePresent: true, frozen: nil, explain: nil)
+    }
+
+    /// The rules of eligibility (SPEC §4 `next`), in one place: `next` asks whether an ad
+    /// passes them all (stopping at the first that fails, building no text), `why` asks for
+    /// each rule's verdict and detail (`explain`). `filePresent` and `frozen` come from the
+    /// caller (a `stat`; whether the signed feed's `validUntil` has passed, nil for a feed
+    /// that is not signed — `choose` checks it once for every ad).
+    static func check(
+        _ r: AdRecord, at t: Double, local: LocalTime, options: NextOptions, filePresent: Bool, frozen: Bool?,
+        explain: ((_ rule: String, _ pass: Bool, _ detail: String) -> Void)?
+    ) -> Bool {
+        var eligible = true
+        /// False when the walk may stop (no explanation asked for and a rule failed).
+        func rule(_ name: String, _ pass: Bool, _ detail: @autoclosure () -> String) -> Bool {
+            if !pass { eligible = false }
+            explain?(name, pass, detail())
+            return pass || explain != nil
+        }
+        func when(_ x: Double?) -> String { x.map { Time.format($0) } ?? "none" }
+        let ready = r.state != .withdrawn && r.state == .ready && r.file != nil && filePresent
+        guard
+            rule(
+                "ready", ready,
+                r.state == .withdrawn
+                    ? "withdrawn: the feed no longer lists it"
+                    : r.state == .pending
+                        ? "not downloaded yet"
+                        : r.state == .failed
+                            ? "the download failed: \(r.error ?? "")"
+                            : ready ? "downloaded, \(ByteSize.human(r.bytes ?? 0))" : "its file is missing"),
+            rule("placement", r.placement == options.placement, "\(r.placement) (asked: \(options.placement))"),
+            rule(
+                "type", options.type == nil || r.type == options.type,
+                "\(r.type?.rawValue ?? "unknown")" + (options.type.map { " (asked: \($0.rawValue))" } ?? "")),
+            rule("start", (r.start ?? -.infinity) <= t, r.start.map { "starts \(when($0))" } ?? "no start"),
+            rule(
+                "expires", r.finished(at: t) != .expired,
+                r.expires.map { $0 <= t ? "expired \(when($0))" : "expires \(when($0))" } ?? "never"),
+            rule(
+                "shows", r.maxShows.map { r.shows < $0 } ?? true,
+                r.maxShows.map { "\(r.shows) of \($0) shown" } ?? "\(r.shows) shown, no limit")
+        else { return false }
+        if let frozen {
+            guard
+                rule(
+                    "signature", !frozen,
+                    frozen ? "the signed feed's validUntil has passed" : "its signed feed is still valid")
+            else { return false }
+        }
+        if let cap = r.maxShowsPerDay {
+            guard
+                rule("maxShowsPerDay", r.showsOn(day: local.day) < cap, "\(r.showsOn(day: local.day)) of \(cap) today")
+            else { return false }
+        }
+        if let interval = r.minInterval {
+            let since = r.lastShown.map { abs(t - $0) }
+            guard
+                rule(
+                    "minInterval", since.map { $0 >= Double(interval) } ?? true,
+                    since.map { "last shown \(Int($0)) s ago; needs \(interval) s" } ?? "never shown")
+            else { return false }
+        }
+        if !r.schedule.isAlways {
+            // A window that crosses midnight belongs to the day it starts on: hours and days
+            // are one rule when both are given.
+            let text = [
+                r.schedule.hoursText.map { "hours " + $0.joined(separator: ", ") },
+                r.schedule.daysText.map { "days " + $0.joined(separator: ", ") },
+            ].compactMap { $0 }.joined(separator: "; ")
+            guard
+                rule(
+                    r.schedule.windows.isEmpty ? "days" : "hours", r.schedule.allows(local),
+                    "\(text) (now \(Format.padded(local.minute / 60, width: 2)):\(Format.padded(local.minute % 60, width: 2)), \(Schedule.dayNames[(local.weekday % 7 + 7) % 7]))"
+                )
+            else { return false }
+        }
+        return eligible
     }
 
     /// The order among equal weights: least recently shown (never shown first; the show
