@@ -23,7 +23,9 @@ import Testing
         #expect(out.isEmpty, "\(out)")
     }
 
-    @Test(arguments: ["fetch", "next", "event", "report", "stats", "prune", "list", "clear", "help", "completions"])
+    @Test(arguments: [
+        "fetch", "next", "event", "report", "stats", "prune", "list", "why", "verify", "clear", "help", "completions",
+    ])
     func documentsEveryOptionOfTheCommand(command: String) throws {
         let man = try String(contentsOfFile: manPath, encoding: .utf8)
         #expect(man.contains(".Ss \(command)"), "no section for \(command)")
