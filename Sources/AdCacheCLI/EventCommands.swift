@@ -53,7 +53,8 @@ enum ReportCommand: Command {
             "Exit 0 when the queue is empty afterwards, 75 when deliveries remain for a later run (network, timeouts, 408, 429, 5xx).",
         options: [
             FetchCommand.timeout, FetchCommand.deadline, FetchCommand.parallel, FetchCommand.retries,
-            FetchCommand.cacert, FetchCommand.userAgent, maxEvents, maxEventAge, json,
+            FetchCommand.cacert, FetchCommand.userAgent, FetchCommand.proxy, FetchCommand.noProxy, maxEvents,
+            maxEventAge, json,
         ]
     )
 
@@ -66,6 +67,8 @@ enum ReportCommand: Command {
         if let r = try args.get(FetchCommand.retries) { options.retries = r }
         options.caFile = try FetchCommand.caFile(args)
         options.userAgent = try args.get(FetchCommand.userAgent)
+        options.proxy = try args.get(FetchCommand.proxy)
+        options.noProxy = try args.get(FetchCommand.noProxy)
         options.maxEvents = try args.get(maxEvents)
         options.maxEventAge = try args.get(maxEventAge)
         Signals.watch()

@@ -36,6 +36,22 @@ enum FetchCommand: Command {
     static let userAgent = Option.text(
         "user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
+    static let proxy: Option<String> = {
+        var spec = Option.text(
+            "proxy", "<url>",
+            "Send every request through this HTTP proxy, as curl's option (default: http_proxy, https_proxy)."
+        ).spec
+        spec.kind = .text
+        return Option(spec: spec) { p, spec in
+            let lower = p.lowercased()
+            guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), p.count > 8, !p.contains(" ") else {
+                throw UsageError(message: "option '--\(spec.long)' needs an http:// or https:// URL (got '\(p)')")
+            }
+            return p
+        }
+    }()
+    static let noProxy = Option.text(
+        "noproxy", "<hosts>", "Hosts, comma-separated, that bypass the proxy, as curl's option ('*': all).")
     static let jitter = Option.seconds(
         "jitter", "Sleep a random 0 to <sec> seconds first (for fleets of devices).", range: OptionRanges.jitter,
         default: "0")
@@ -62,6 +78,8 @@ enum FetchCommand: Command {
         ],
         options: [
             timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert,
+            proxy,
+            noProxy,
             jitter, revalidate, signature, noReport, progress, noProgress, json,
         ]
     )
@@ -97,6 +115,8 @@ enum FetchCommand: Command {
         options.userAgent = try args.get(userAgent)
         options.headers += try args.all(header)
         options.caFile = try caFile(args)
+        options.proxy = try args.get(proxy)
+        options.noProxy = try args.get(noProxy)
         options.report = !args.has(noReport)
         options.feedKeys = context.feedKeys
         options.vast = context.config.vast
@@ -125,6 +145,7 @@ enum FetchCommand: Command {
             throw e
         }
         if showProgress { bar.finish() }
+        if report.toldToWaitUntil != nil, !args.has(json) { return .tempFail }   // the warning said it
 
         for ad in report.ads {
             if ad.outcome == .failed, let error = ad.error {

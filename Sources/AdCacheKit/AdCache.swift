@@ -316,6 +316,17 @@ public struct FetchOptions: Sendable {
         get { transfer.caFile }
         set { transfer.caFile = newValue }
     }
+    /// Every request through this HTTP proxy (`proxy`, as curl's `--proxy`); nil leaves the
+    /// environment's `http_proxy`, `https_proxy` and `no_proxy` to apply (SPEC §12).
+    public var proxy: String? {
+        get { transfer.proxy }
+        set { transfer.proxy = newValue }
+    }
+    /// Hosts, comma-separated, that bypass the proxy (`noproxy`, as curl's `--noproxy`).
+    public var noProxy: String? {
+        get { transfer.noProxy }
+        set { transfer.noProxy = newValue }
+    }
     /// Sleep a random 0 to `jitter` seconds first (for fleets of devices).
     public var jitter: Double = 0
     /// At most this many bytes per second in all (shared by the parallel transfers).
@@ -419,6 +430,15 @@ public struct ReportOptions: Sendable {
     public var userAgent: String? {
         get { transfer.userAgent }
         set { transfer.userAgent = newValue }
+    }
+    /// As `FetchOptions.proxy` and `noProxy`.
+    public var proxy: String? {
+        get { transfer.proxy }
+        set { transfer.proxy = newValue }
+    }
+    public var noProxy: String? {
+        get { transfer.noProxy }
+        set { transfer.noProxy = newValue }
     }
     /// Override the configuration's bounds for this run.
     public var maxEvents: Int?
@@ -627,9 +647,11 @@ public struct FetchReport: Sendable {
     public var warnings: [String] = []
     /// Wrapped VAST documents that could not be fetched for now (their ads wait).
     public var vastTransientFailures = 0
+    /// The feed server asked for no requests before this time (SPEC §12): none was made.
+    public var toldToWaitUntil: Date?
 
     public var status: Status {
-        if vastTransientFailures > 0
+        if vastTransientFailures > 0 || toldToWaitUntil != nil
             || ads.contains(where: { $0.outcome == .pending || ($0.outcome == .failed && $0.transient) })
         {
             return .tryLater

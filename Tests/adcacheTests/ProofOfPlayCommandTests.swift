@@ -116,7 +116,12 @@ import Testing
         #expect(queue["oldestPending"] == .null)
         #expect(queue["dropped"]?.objectValue?.keys.sorted() == ["age", "overflow", "permanent"])
         let day = try #require(stats["days"]?.arrayValue?.first)
-        #expect(day.objectValue?.keys.sorted() == ["clicks", "completes", "day", "id", "shows", "skips"])
+        #expect(
+            day.objectValue?.keys.sorted() == [
+                "clicks", "completes", "day", "errors", "firstQuartiles", "id", "midpoints", "notUsed", "shows",
+                "skips",
+                "starts", "thirdQuartiles",
+            ], "SPEC §4 v3's keys")
     }
 
     @Test func fetchReportsFirstUnlessToldNot() throws {

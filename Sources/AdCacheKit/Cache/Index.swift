@@ -219,6 +219,9 @@ struct CacheIndex: Equatable, Sendable {
     var clockSync: ClockSync?
     /// The last signed feed accepted: it belongs to the cache (`clear` keeps it).
     var signed: SignedFeed?
+    /// The feed server asked for no requests before `until` (429/503 `Retry-After`, SPEC
+    /// §12): its origin (`scheme://host:port`) and the time, on the trusted clock.
+    var retryAfter: RetryAfter?
     var ads: [AdRecord] = []
 
     /// True when the ads came from a signed feed whose `validUntil` has passed at `t`: none
@@ -230,6 +233,14 @@ struct CacheIndex: Equatable, Sendable {
     static let currentVersion = 1
 
     init() {}
+}
+
+/// A server's "no requests before" (SPEC §12).
+struct RetryAfter: Equatable, Sendable {
+    var origin: String
+    var until: Double
+    /// The longest wait remembered: a later time (a clock that jumped) is forgotten.
+    static let cap: Double = 86400
 }
 
 /// The last signed feed a fetch accepted (SPEC §11): what a rollback is judged against.

@@ -78,6 +78,13 @@ enum IndexCoder {
                     decoded.index.journalMark = try s.lenient { try $0.optString() }?.flatMap(JournalMark.init(text:))
                 case "reportUrl": decoded.index.reportUrl = try s.lenient { try $0.optString() } ?? nil
                 case "signed": decoded.index.signed = try s.lenient { try SignedFeed(&$0) } ?? nil
+                case "retryAfter":
+                    decoded.index.retryAfter =
+                        try s.lenient { s -> RetryAfter? in
+                            let parts = try s.string().split(separator: " ")
+                            guard parts.count == 2, let t = Double(parts[1]), Time.isSupported(t) else { return nil }
+                            return RetryAfter(origin: String(parts[0]), until: t)
+                        } ?? nil
                 case "ads":
                     var ids = Set<String>()
                     try s.array { s in
@@ -163,6 +170,7 @@ enum IndexCoder {
         w.field("journalSeq", index.journalSeq)
         w.field("lastShown", index.lastShown)
         w.field("reportUrl", index.reportUrl)
+        w.field("retryAfter", index.retryAfter.map { "\($0.origin) \(Int64($0.until))" })
         if !index.rotations.isEmpty {
             w.key("rotations")
             w.beginObject()

@@ -113,6 +113,12 @@ final class EasyTransfer {
         set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
         set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
         if let ca = s.caFile { set(CURLOPT_CAINFO, ca, "CURLOPT_CAINFO") }
+        if let proxy = s.proxy {
+            set(CURLOPT_PROXY, proxy, "CURLOPT_PROXY")
+            set(CURLOPT_NOPROXY, s.noProxy ?? "", "CURLOPT_NOPROXY")   // "": no host bypasses it
+        } else if let noProxy = s.noProxy {
+            set(CURLOPT_NOPROXY, noProxy, "CURLOPT_NOPROXY")
+        }
         set(CURLOPT_USERAGENT, s.userAgent ?? defaultUserAgent(), "CURLOPT_USERAGENT")
         // --timeout bounds the connection and the longest stretch without a byte (the
         // progress callback below), never a whole transfer: a big file on a slow link

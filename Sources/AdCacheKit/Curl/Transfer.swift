@@ -50,6 +50,12 @@ struct TransferSettings: Sendable {
     /// Nil is `adcache/<version> libcurl/<version>`.
     var userAgent: String?
     var caFile: String?
+    /// Every request through this HTTP proxy (`CURLOPT_PROXY`); nil leaves libcurl's
+    /// `http_proxy`/`https_proxy`/`no_proxy` to apply (SPEC §12).
+    var proxy: String?
+    /// Hosts that bypass the proxy (`CURLOPT_NOPROXY`); with `proxy` set and this nil, none
+    /// does (the environment's `no_proxy` is ignored).
+    var noProxy: String?
     var maxRedirects = 5
     /// A transfer slower than `stallBytesPerSecond` for `stallSeconds` is abandoned.
     var stallBytesPerSecond = 1024
@@ -61,6 +67,9 @@ struct TransferSettings: Sendable {
     /// The longest single wait before a retry (SPEC §4: five minutes): the back-off stops
     /// growing there, and a longer `Retry-After` ends the transfer's attempts for this run.
     var maxWait: Double = 300
+    /// A `Retry-After` ends the attempts at once (the feed's: the index remembers it for the
+    /// next runs instead, SPEC §12).
+    var retryAfterEndsAttempts = false
     /// On the monotonic clock (`monotonicNow()`); nil is no deadline.
     var deadline: Double?
 

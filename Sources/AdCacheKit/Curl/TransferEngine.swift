@@ -202,7 +202,7 @@ final class TransferEngine {
         var delay = min(settings.maxWait, settings.retryBaseDelay * pow(2, Double(min(attempt, 30))))
         delay *= Double.random(in: 0.5...1.0)
         if let after = r.retryAfter {
-            guard after <= settings.maxWait else { return nil }
+            guard after <= settings.maxWait, !settings.retryAfterEndsAttempts else { return nil }
             delay = max(delay, after)
         }
         if let deadline = settings.deadline, monotonicNow() + delay >= deadline { return nil }

@@ -83,6 +83,7 @@ extension Fetcher {
             }
             index.ads = merged
             index.feed = feedState
+            index.retryAfter = nil   // the server answered
             index.reportUrl = feed.reportUrl
             index.clockOffset = clockOffset
             index.clockSync = clockOffset == nil ? nil : clockSync

@@ -41,9 +41,11 @@ extension Fetcher {
         var request = first
         request.followRedirects = options.headers.isEmpty
         let origin = Self.origin(first.url)
+        var settings = options.transfer
+        settings.retryAfterEndsAttempts = true
         for _ in 0...options.transfer.maxRedirects {
             var response = TransferResponse()
-            TransferEngine(settings: options.transfer).run([request]) { _, r in response = r }
+            TransferEngine(settings: settings).run([request]) { _, r in response = r }
             if !request.followRedirects, (300...399).contains(response.status), response.status != 304,
                 let location = response.headers["location"]
             {
@@ -60,6 +62,12 @@ extension Fetcher {
             if let error = response.error {
                 if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
                 if case .httpStatus(let status) = error, let refused = refusal(status) { throw refused }
+                // Told to wait (SPEC §12): remembered for the next runs, at most a day.
+                if case .httpStatus(let status) = error, [429, 503].contains(status), let after = response.retryAfter,
+                    let origin = Self.origin(response.effectiveURL.isEmpty ? request.url : response.effectiveURL)
+                {
+                    toldToWait = RetryAfter(origin: origin, until: now() + min(after, RetryAfter.cap))
+                }
                 throw AdCacheError.feedUnreachable("cannot fetch \(what) \(first.url): \(error)")
             }
             if response.effectiveURL.isEmpty { response.effectiveURL = request.url }
@@ -132,6 +140,13 @@ extension Fetcher {
     /// With a feed key, the feed is asked conditionally (or not at all while fresh) only when
     /// the last verified pair is at hand, and its signature is fetched right after it.
     func feedStep(_ source: FeedLocation, previous: FeedSource?, _ before: CacheIndex) throws -> FeedDownload {
+        if case .remote(let url) = source, let wait = before.retryAfter {
+            let t = now()
+            let origins = [Self.origin(url), previous?.finalUrl.flatMap(Self.origin)]
+            if t < wait.until, wait.until - t <= RetryAfter.cap, origins.contains(wait.origin) {
+                throw ToldToWait(until: wait.until)
+            }
+        }
         let stored = signing ? storedSignedFeed(before, previous: previous) : nil
         let previous = signing && stored == nil ? nil : previous
         var download: FeedDownload
@@ -201,6 +216,11 @@ extension Fetcher {
                 serverDate: serverDate, receivedAt: receivedAt, freshUntil: fresh)
         }
     }
+}
+
+/// A run inside the time a feed server asked for no requests before (SPEC §12).
+struct ToldToWait: Error {
+    var until: Double
 }
 
 /// FEED on the command line: an http/https URL, a `file:` URL, or a local path.

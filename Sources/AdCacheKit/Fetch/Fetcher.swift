@@ -30,6 +30,9 @@ final class Fetcher {
     /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
     /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
     var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
+    /// A 429/503 `Retry-After` of the feed's server this run, remembered even when the feed
+    /// failed (SPEC §12).
+    var toldToWait: RetryAfter?
     /// Where VAST errors and `notUsed` are queued (SPEC §10); nil queues none.
     var proofOfPlay: AdCache.ProofOfPlay?
     /// The feed server's clock minus the device's, when they differ by more than
@@ -87,27 +90,20 @@ final class Fetcher {
         clockOffset = before.clockOffset
         clockSync = before.clockSync
         var verified: Verification?
-        let (feedText, source, previous, download) = try withReportStep {
-            () throws -> (
-                String, FeedLocation, FeedSource?, FeedDownload
-            ) in
-            guard let feedText = options.feed ?? before.feed?.url else {
-                throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
-            }
-            let previous = before.feed?.url == feedText ? before.feed : nil
-            let source = try FeedLocation(feedText)
-            let download = try feedStep(source, previous: previous, before)
-            do {
-                verified = try verifyStage(download)
-            } catch {
-                // A refused feed's server is not trusted with the clock either: the queue is
-                // judged on the clock as last measured.
-                clockOffset = before.clockOffset
-                clockSync = before.clockSync
-                throw error
-            }
-            return (feedText, source, previous, download)
+        let feedStage: (String, FeedLocation, FeedSource?, FeedDownload)
+        do {
+            feedStage = try feedStageWithReport(before, &verified)
+        } catch let wait as ToldToWait {
+            warn(Diagnostic(.transfer, "the feed server asked for no requests before \(Time.formatLocal(wait.until))"))
+            var report = FetchReport(feed: options.feed ?? before.feed?.url ?? "", feedStatus: "unchanged")
+            report.toldToWaitUntil = Date(timeIntervalSince1970: wait.until)
+            return report
+        } catch {
+            // The one thing a run whose feed failed writes: the server's "not before".
+            if let wait = toldToWait { try? store.update(warn: warn) { $0.retryAfter = wait } }
+            throw error
         }
+        let (feedText, source, previous, download) = feedStage
 
         var feed = try parseStage(download, feedText: feedText, before: before)
         let signed = try verified.map { try signedStage(&feed, $0, before: before) }
@@ -180,6 +176,33 @@ final class Fetcher {
             throw diskError
         }
         return report
+    }
+
+    /// The feed stage and the verify stage, with the report step after them (on either outcome).
+    private func feedStageWithReport(_ before: CacheIndex, _ verified: inout Verification?) throws -> (
+        String, FeedLocation, FeedSource?, FeedDownload
+    ) {
+        var checked: Verification?
+        let result = try withReportStep { () throws -> (String, FeedLocation, FeedSource?, FeedDownload) in
+            guard let feedText = options.feed ?? before.feed?.url else {
+                throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
+            }
+            let previous = before.feed?.url == feedText ? before.feed : nil
+            let source = try FeedLocation(feedText)
+            let download = try feedStep(source, previous: previous, before)
+            do {
+                checked = try verifyStage(download)
+            } catch {
+                // A refused feed's server is not trusted with the clock either: the queue is
+                // judged on the clock as last measured.
+                clockOffset = before.clockOffset
+                clockSync = before.clockSync
+                throw error
+            }
+            return (feedText, source, previous, download)
+        }
+        verified = checked
+        return result
     }
 
     /// The URLs of pending ads whose partial file is kept.

@@ -127,6 +127,19 @@ enum Time {
         return s + "Z"
     }
 
+    /// RFC 3339 in local time with its offset (`2026-12-02T09:30:00+08:00`), whole seconds.
+    static func formatLocal(_ t: Double) -> String {
+        var seconds = time_t(clamped(t).rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return format(t) }
+        let offset = Int(parts.tm_gmtoff)
+        let utc = format(Double(seconds) + Double(offset))   // the wall clock, spelled as UTC
+        let sign = offset < 0 ? "-" : "+"
+        let zone =
+            "\(sign)\(Format.padded(abs(offset) / 3600, width: 2)):\(Format.padded(abs(offset) / 60 % 60, width: 2))"
+        return String(utc.dropLast()) + zone
+    }
+
     /// The local calendar day (days since 1970-01-01 in the device's time zone, `TZ`).
     /// Read through libc's localtime_r: Foundation's TimeZone.current would load ICU, which
     /// costs `next` more than everything else it does.
