@@ -92,3 +92,167 @@ final class ProtectedStatus: @unchecked Sendable {
         set { lock.lock(); _value = newValue; lock.unlock() }
     }
 }
+
+/// Debian's Squid on a loopback port, as a store's site cache (installed by `make test`).
+final class SiteCache {
+    static let binary = "/usr/sbin/squid"
+    static var installed: Bool { FileManager.default.isExecutableFile(atPath: binary) }
+
+    let dir = TempDir()
+    let port: Int
+    let process = Process()
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    init() throws {
+        port = try SiteCache.freePort()
+        chmod(dir.path, 0o777)
+        let conf = dir.write(
+            "squid.conf",
+            """
+            http_port 127.0.0.1:\(port)
+            pid_filename \(dir.path)/squid.pid
+            cache_log \(dir.path)/cache.log
+            access_log \(dir.path)/access.log
+            cache_mem 64 MB
+            maximum_object_size_in_memory 16 MB
+            cache_dir null /tmp
+            coredump_dir \(dir.path)
+            shutdown_lifetime 0 seconds
+            http_access allow localhost
+            http_access deny all
+            refresh_pattern . 0 20% 4320
+            """)
+        if getuid() == 0 { _ = chown(dir.path, SiteCache.proxyUser ?? 0, 0) }
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["-N", "-f", conf]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Until it accepts connections (a few seconds at most).
+        let until = Date().addingTimeInterval(20)
+        while Date() < until, !SiteCache.accepts(port) { usleep(50_000) }
+        try #require(SiteCache.accepts(port), "squid did not start: \(dir.file("cache.log"))")
+    }
+
+    static var proxyUser: uid_t? { getpwnam("proxy").map { $0.pointee.pw_uid } }
+
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        dir.remove()
+    }
+
+    /// The requests squid handled, one line each (its access log; not the probes of `accepts`).
+    var accessLog: [String] {
+        ((try? String(contentsOfFile: dir.file("access.log"), encoding: .utf8)) ?? "").split(separator: "\n").map(
+            String.init
+        ).filter { $0.contains(" GET ") }
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(port).bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        } == 0
+    }
+}
+
+@Suite(.serialized, .enabled(if: SiteCache.installed, "squid is not installed (make test installs it)"))
+struct SiteCacheTests {
+    /// An origin with a feed of three assets; every request logged.
+    static func origin() throws -> LoopbackServer {
+        let media: [String: [UInt8]] = ["/a.jpg": Media.jpeg(), "/b.png": Media.png(), "/c.mp4": Media.mp4(200_000)]
+        return try LoopbackServer { r in
+            if r.path == "/feed.json" {
+                return .text(200, #"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.png"},{"id":"c","url":"c.mp4"}]"#)
+            }
+            guard let body = media[r.path] else { return .text(404, "no") }
+            return .file(body, for: r, etag: "\"\(r.path)\"")
+        }
+    }
+
+    /// Five devices behind one site cache: the origin sends each asset once.
+    @Test func fiveDevicesDownloadEachAssetOnceFromTheOrigin() throws {
+        let squid = try SiteCache(); defer { squid.stop() }
+        let origin = try Self.origin(); defer { origin.stop() }
+        for device in 1...5 {
+            let s = Sandbox(); defer { s.remove() }
+            let r = s.run(["fetch", "--proxy", squid.url, origin.url("/feed.json")])
+            #expect(r.status == 0, "device \(device): \(r.stderr)")
+            #expect(s.run(["list"]).lines.filter { $0.contains(" ready ") }.count == 3)
+        }
+        for path in ["/a.jpg", "/b.png", "/c.mp4"] {
+            #expect(origin.requests(to: path).count == 1, "\(path): \(origin.log.map(\.path))")
+        }
+        #expect(origin.log.allSatisfy { $0.header("via") != nil }, "every request came through squid")
+        #expect(squid.accessLog.filter { $0.contains("HIT") }.count >= 12, "\(squid.accessLog)")
+    }
+
+    /// `noproxy` exempts hosts; with `proxy` configured the environment's `no_proxy` does not;
+    /// without it, libcurl's `http_proxy` applies.
+    @Test func noproxyAndTheEnvironment() throws {
+        let squid = try SiteCache(); defer { squid.stop() }
+        let origin = try Self.origin(); defer { origin.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        let conf = s.dir.write("adcache.conf", "proxy = \(squid.url)\nnoproxy = 127.0.0.1\n")
+        #expect(
+            Adcache.call(["--config", conf, "--cache-dir", s.cache, "fetch", origin.url("/feed.json")]).status == 0)
+        #expect(origin.log.allSatisfy { $0.header("via") == nil }, "noproxy: straight to the origin")
+        // No Cache-Control or Pragma of adcache's own: a caching proxy may serve the fleet.
+        #expect(origin.log.allSatisfy { $0.header("pragma") == nil && $0.header("cache-control") == nil })
+        #expect(squid.accessLog.isEmpty)
+
+        let viaEnvironment = Sandbox(); defer { viaEnvironment.remove() }
+        let env = ["http_proxy": squid.url]
+        #expect(
+            viaEnvironment.runBinary(["--config", "/dev/null", "fetch", origin.url("/feed.json")], env: env).status == 0
+        )
+        #expect(origin.log.last?.header("via") != nil, "http_proxy from the environment")
+
+        let configured = Sandbox(); defer { configured.remove() }
+        let proxyConf = configured.dir.write("adcache.conf", "proxy = \(squid.url)\n")
+        let before = squid.accessLog.count
+        let r = configured.runBinary(
+            ["--config", proxyConf, "fetch", origin.url("/feed.json")], env: ["no_proxy": "127.0.0.1"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(squid.accessLog.count > before, "with proxy set, no_proxy is ignored")
+    }
+
+    /// A proxy that refuses connections: the feed cannot be fetched (69), nothing changes.
+    @Test func aProxyThatRefusesIs69AndChangesNothing() throws {
+        let origin = try Self.origin(); defer { origin.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        #expect(s.run(["fetch", origin.url("/feed.json")]).status == 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: s.cache + "/index.json"))
+        let closed = try SiteCache.freePort()
+        let r = s.run(["fetch", "--proxy", "http://127.0.0.1:\(closed)", origin.url("/feed.json")])
+        #expect(r.status == 69, "\(r.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: s.cache + "/index.json")) == before)
+        #expect(s.run(["fetch", "--proxy", "ftp://x", origin.url("/feed.json")]).status == 64)
+    }
+}
