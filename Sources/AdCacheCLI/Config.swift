@@ -55,7 +55,7 @@ struct Config {
 
     /// Options that say what one run does, never a standing setting (`events = true` once
     /// made every plain `clear` delete the billing data).
-    static let runOnly = ["peek", "events", "at", "dry-run", "signature"]
+    static let runOnly = ["peek", "events", "at", "dry-run", "signature", "now"]
 
     /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
     /// the user's (those that exist).

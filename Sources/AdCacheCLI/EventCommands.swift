@@ -104,7 +104,10 @@ enum StatsCommand: Command {
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals()
         let options = StatsOptions(since: try args.get(since), days: try args.get(days) ?? 30)
-        let stats = try context.cache().stats(options)
+        var stats = try context.cache().stats(options)
+        if let budget = context.config.value("max-download-per-day") {
+            stats.downloadBudget = try FetchCommand.maxDownloadPerDay.read(budget, FetchCommand.maxDownloadPerDay.spec)
+        }
         let console = context.console
         if args.has(json) {
             console.out(stats.json)

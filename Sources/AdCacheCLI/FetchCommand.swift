@@ -62,6 +62,26 @@ enum FetchCommand: Command {
     static let signature = Option.file(
         "signature",
         "Check the feed against this minisign signature file (needed for '-' when a feed key is configured).")
+    static let downloadHours: Option<String> = {
+        var spec = Option.text(
+            "download-hours", "<windows>",
+            "Request assets only within these local hours, HH:MM-HH:MM[,...] (the feed is always read)."
+        ).spec
+        spec.kind = .text
+        return Option(spec: spec) { text, spec in
+            let windows = text.split(separator: ",").map { String($0.trimmed()) }
+            guard !windows.isEmpty, windows.allSatisfy(FetchOptions.isDownloadWindow) else {
+                throw UsageError(
+                    message:
+                        "option '--\(spec.long)' needs HH:MM-HH:MM windows, separated by commas, each with a start that is not its end (got '\(text)')"
+                )
+            }
+            return text
+        }
+    }()
+    static let maxDownloadPerDay = Option.size(
+        "max-download-per-day", "At most this many asset bytes received per local day (default: no budget).")
+    static let now = Flag("now", "Download now, whatever download-hours says (an operator at the console).")
     static let progress = Flag("progress", "Show a progress bar on stderr even when it is not a terminal.")
     static let noProgress = Flag("no-progress", "Never show a progress bar.")
     static let json = Flag("json", "Print a report as JSON on stdout.")
@@ -80,7 +100,7 @@ enum FetchCommand: Command {
             timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert,
             proxy,
             noProxy,
-            jitter, revalidate, signature, noReport, progress, noProgress, json,
+            jitter, revalidate, signature, downloadHours, maxDownloadPerDay, now, noReport, progress, noProgress, json,
         ]
     )
 
@@ -119,6 +139,11 @@ enum FetchCommand: Command {
         options.noProxy = try args.get(noProxy)
         options.report = !args.has(noReport)
         options.feedKeys = context.feedKeys
+        options.downloadHours = try args.get(downloadHours).map {
+            $0.split(separator: ",").map { String($0.trimmed()) }
+        }
+        options.maxDownloadPerDay = try args.get(maxDownloadPerDay)
+        options.ignoreDownloadHours = args.has(now)
         options.vast = context.config.vast
         options.signatureFile = try args.get(signature).map(PathText.absolute)
         if args.has(progress) && args.has(noProgress) {

@@ -176,6 +176,7 @@ public final class AdCache {
         stats.droppedAge = log.droppedAge
         stats.droppedOverflow = log.droppedOverflow
         stats.oldestPending = log.queue.map(\.at).min().map(Date.init(timeIntervalSince1970:))
+        stats.downloadedToday = Fetcher.downloadedToday(index, day: Time.localDay(t))
         return stats
     }
 
@@ -265,6 +266,11 @@ public final class AdCache {
         Time.parse(text).map { Date(timeIntervalSince1970: $0) }
     }
 
+    /// RFC 3339 in local time with its offset, whole seconds.
+    public static func formatLocalTime(_ date: Date) -> String {
+        Time.formatLocal(date.timeIntervalSince1970)
+    }
+
     /// RFC 3339 in UTC, as adcache prints times.
     public static func formatTime(_ date: Date) -> String {
         Time.format(date.timeIntervalSince1970)
@@ -337,6 +343,13 @@ public struct FetchOptions: Sendable {
     public var warnAlways = false
     /// Deliver the queued events before the feed (SPEC §4: `--no-report` skips that).
     public var report = true
+    /// `download-hours` (SPEC §12): asset requests only inside these local windows (the feed
+    /// is always read and committed); nil is any time.
+    public var downloadHours: [String]?
+    /// `--now`: download regardless of `downloadHours`.
+    public var ignoreDownloadHours = false
+    /// `max-download-per-day`: asset bytes received per local day, at most.
+    public var maxDownloadPerDay: Int64?
     /// VAST feeds (SPEC §10): the screen, bitrate and media types the media file is chosen
     /// for, and `[LIMITADTRACKING]`.
     public var vast = VASTOptions()
@@ -365,6 +378,12 @@ public struct FetchOptions: Sendable {
         }
         try check(maxAssetSize >= 0 && maxFeedSize >= 0, "size limits cannot be negative")
         try check(OptionRanges.jitter.contains(jitter), "the jitter must be 0 to 86400 seconds")
+        if let hours = downloadHours {
+            try check(
+                !hours.isEmpty && hours.allSatisfy(Self.isDownloadWindow),
+                "download-hours needs HH:MM-HH:MM windows whose start is not their end")
+        }
+        try check(maxDownloadPerDay.map { $0 >= 0 } ?? true, "max-download-per-day cannot be negative")
         try check(limitRate.map { $0 > 0 } ?? true, "the rate limit must be at least 1 byte per second")
         for h in headers where !Self.isHeader(h) {
             throw AdCacheError.invalidRequest("a header must be 'Name: value' (got '\(h)')")
@@ -379,6 +398,11 @@ public struct FetchOptions: Sendable {
 }
 
 extension FetchOptions {
+    /// A `download-hours` window: `HH:MM-HH:MM` (as an ad's `hours`) whose start is not its end.
+    public static func isDownloadWindow(_ text: String) -> Bool {
+        Schedule.window(text) != nil
+    }
+
     /// A `--header` as curl takes it: `Name: value`, a name before the colon, on one line.
     public static func isHeader(_ h: String) -> Bool {
         guard let colon = h.firstIndex(of: ":") else { return false }
@@ -625,7 +649,14 @@ public struct FetchReport: Sendable {
         public var transient = false
         /// For a new version pending or failed: the ad still shows the file it had.
         public var olderFileServes = false
+        /// Pending because of the download window or the day's budget (SPEC §12): not a
+        /// failure, the run may exit 0.
+        public var deferred = false
     }
+
+    /// Assets deferred by the download window or budget, and when the window opens again.
+    public var deferred: Int { ads.filter(\.deferred).count }
+    public var deferredUntil: Date?
 
     /// How the run ended, for the exit code (SPEC §5).
     public enum Status: Sendable {
@@ -652,7 +683,9 @@ public struct FetchReport: Sendable {
 
     public var status: Status {
         if vastTransientFailures > 0 || toldToWaitUntil != nil
-            || ads.contains(where: { $0.outcome == .pending || ($0.outcome == .failed && $0.transient) })
+            || ads.contains(where: {
+                ($0.outcome == .pending && !$0.deferred) || ($0.outcome == .failed && $0.transient)
+            })
         {
             return .tryLater
         }
@@ -711,6 +744,9 @@ public struct Stats: Sendable {
         public var errors: Int64 = 0
     }
 
+    /// Asset bytes received today (local day, SPEC §12), and the budget the caller sets.
+    public var downloadedToday: Int64 = 0
+    public var downloadBudget: Int64?
     public var days: [Day] = []
     /// Deliveries queued, delivered and dropped over the cache's whole life.
     public var pending: Int64 = 0

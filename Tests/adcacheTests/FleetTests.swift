@@ -256,3 +256,78 @@ struct SiteCacheTests {
         #expect(s.run(["fetch", "--proxy", "ftp://x", origin.url("/feed.json")]).status == 64)
     }
 }
+
+/// SPEC §12: a download window and a daily budget (TZ set, windows computed around now).
+@Suite struct DownloadWindowTests {
+    static func window(fromMinutes a: Int, to b: Int) -> String {
+        let now = Int(Date().timeIntervalSince1970) / 60
+        func hm(_ m: Int) -> String {
+            String(format: "%02d:%02d", ((m % 1440) + 1440) % 1440 / 60, ((m % 60) + 60) % 60)
+        }
+        return hm(now + a) + "-" + hm(now + b)
+    }
+
+    static func origin(_ sizes: [Int] = [2048, 4096, 8192]) throws -> LoopbackServer {
+        let bodies = sizes.enumerated().map { Media.jpeg($1, seed: UInt8($0 + 1)) }
+        let feed =
+            "[" + bodies.indices.map { #"{"id":"a\#($0)","url":"a\#($0).jpg"}"# }.joined(separator: ",") + "]"
+        return try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, feed) }
+            guard let i = Int(r.path.dropFirst(2).prefix { $0.isNumber }), bodies.indices.contains(i) else {
+                return .text(404, "")
+            }
+            return .file(bodies[i], for: r, etag: "\"\(i)\"")
+        }
+    }
+
+    @Test func outsideTheWindowTheFeedIsReadAndAssetsWait() throws {
+        let origin = try Self.origin(); defer { origin.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        // A window that opens in an hour, for an hour.
+        let closed = Self.window(fromMinutes: 60, to: 120)
+        var r = s.run(["fetch", "--download-hours", closed, origin.url("/feed.json")])
+        #expect(r.status == 0, "deferred is not a failure: \(r.stderr)")
+        let opens = String(closed.prefix(5))
+        #expect(r.stdout == "3 ads: 0 ready, 3 deferred until \(opens)\n", "\(r.stdout)")
+        #expect(origin.log.map(\.path) == ["/feed.json"], "no asset request at all")
+        #expect(s.run(["list"]).lines.dropFirst().allSatisfy { $0.contains(" pending ") })
+        // --now downloads regardless; inside a window, as usual (one that crosses midnight
+        // whenever it is run: from 23 hours ago for a day).
+        r = s.run(["fetch", "--download-hours", closed, "--now", origin.url("/feed.json")])
+        #expect(r.status == 0 && r.stdout.hasPrefix("3 ads: 3 ready"), "\(r.stdout)")
+        let open = Self.window(fromMinutes: -22 * 60, to: 60)
+        #expect(s.run(["fetch", "--download-hours", open, "--revalidate", origin.url("/feed.json")]).status == 0)
+        // Outside it, not even a conditional request; the cached files stay ready.
+        let before = origin.log.count
+        r = s.run(["fetch", "--download-hours", closed, "--revalidate", origin.url("/feed.json")])
+        #expect(r.status == 0)
+        #expect(origin.log.count == before + 1, "the feed only: \(origin.log.suffix(4).map(\.path))")
+        #expect(s.run(["next"]).status == 0)
+        // A window whose start is its end is a bad value.
+        #expect(s.run(["fetch", "--download-hours", "10:00-10:00", origin.url("/feed.json")]).status == 64)
+        let conf = s.dir.write("bad.conf", "download-hours = 25:00-01:00\n")
+        #expect(Adcache.call(["--config", conf, "list"]).status == 64)
+    }
+
+    /// A budget crossed by one more transfer: the ads past it stay pending; the day's count
+    /// is kept in the index and shown by `stats --json`.
+    @Test func aDailyBudget() throws {
+        let origin = try Self.origin([3000, 3000, 3000]); defer { origin.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        let conf = s.dir.write("adcache.conf", "max-download-per-day = 5000\nparallel = 1\n")
+        func run(_ args: [String]) -> Run { Adcache.call(["--config", conf, "--cache-dir", s.cache] + args) }
+        var r = run(["fetch", origin.url("/feed.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        // Sizes are not announced: a transfer starts while the day's count is under budget.
+        #expect(r.stdout == "3 ads: 2 ready (2 downloaded), 1 deferred\n", "\(r.stdout)")
+        let stats = try jsonObject(run(["stats", "--json"]).stdout)
+        let downloaded = try #require(stats["downloaded"] as? [String: Any])
+        #expect(downloaded["today"] as? Int == 6000 && downloaded["budget"] as? Int == 5000, "\(downloaded)")
+        // Spent: no asset request at all.
+        let before = origin.log.count
+        r = run(["fetch"])
+        #expect(r.status == 0 && r.stdout.contains(" deferred"), "\(r.stdout)")
+        #expect(run(["list"]).lines.filter { $0.contains(" ready ") }.count == 2, "the cached files stay ready")
+        #expect(origin.log.count == before + 1)
+    }
+}

@@ -83,12 +83,19 @@ extension FetchReport {
             detail.append("\(count(o)) \(o.rawValue)")
         }
         var parts = ["\(ready) ready" + (detail.isEmpty ? "" : " (\(detail.joined(separator: ", ")))")]
-        for o in [FetchReport.Outcome.failed, .pending, .expired, .exhausted] where count(o) > 0 {
-            let older = ads.filter { $0.outcome == o && $0.olderFileServes }.count
+        for o in [FetchReport.Outcome.failed, .pending, .expired, .exhausted] {
+            let these = ads.filter { $0.outcome == o && !$0.deferred }
+            guard !these.isEmpty else { continue }
+            let older = these.filter(\.olderFileServes).count
             let serving =
                 older == 0
-                ? "" : older == count(o) ? " (an older file serves)" : " (\(older) with an older file serving)"
-            parts.append("\(count(o)) \(o.rawValue)" + serving)
+                ? "" : older == these.count ? " (an older file serves)" : " (\(older) with an older file serving)"
+            parts.append("\(these.count) \(o.rawValue)" + serving)
+        }
+        if deferred > 0 {
+            // The window's next opening, as the local wall clock says it (SPEC §12).
+            let until = deferredUntil.map { " until " + AdCache.formatLocalTime($0).dropFirst(11).prefix(5) } ?? ""
+            parts.append("\(deferred) deferred\(until)")
         }
         let noun = ads.count == 1 ? "ad" : "ads"
         return "\(ads.count) \(noun): " + parts.joined(separator: ", ")
@@ -168,6 +175,10 @@ extension Stats {
                             ("notUsed", .int(d.notUsed)), ("errors", .int(d.errors)),
                         ])
                     })
+            ),
+            (
+                "downloaded",
+                .object([("today", .int(downloadedToday)), ("budget", downloadBudget.map { .int($0) } ?? .null)])
             ),
             (
                 "queue",

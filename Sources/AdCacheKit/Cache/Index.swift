@@ -222,6 +222,16 @@ struct CacheIndex: Equatable, Sendable {
     /// The feed server asked for no requests before `until` (429/503 `Retry-After`, SPEC
     /// §12): its origin (`scheme://host:port`) and the time, on the trusted clock.
     var retryAfter: RetryAfter?
+    /// Asset bytes received on a local day (SPEC §12 budget): the day and the count.
+    var downloaded: (day: Int, bytes: Int64)? {
+        get { downloadedDay.map { ($0, downloadedBytes) } }
+        set {
+            downloadedDay = newValue?.day
+            downloadedBytes = newValue?.bytes ?? 0
+        }
+    }
+    var downloadedDay: Int?
+    var downloadedBytes: Int64 = 0
     var ads: [AdRecord] = []
 
     /// True when the ads came from a signed feed whose `validUntil` has passed at `t`: none

@@ -78,6 +78,13 @@ enum IndexCoder {
                     decoded.index.journalMark = try s.lenient { try $0.optString() }?.flatMap(JournalMark.init(text:))
                 case "reportUrl": decoded.index.reportUrl = try s.lenient { try $0.optString() } ?? nil
                 case "signed": decoded.index.signed = try s.lenient { try SignedFeed(&$0) } ?? nil
+                case "downloaded":
+                    let parts = (try s.lenient { try $0.optString() } ?? nil)?.split(separator: " ") ?? []
+                    if parts.count == 2, let d = Int(parts[0]), Time.supportedDays.contains(d), let b = Int64(parts[1]),
+                        b >= 0
+                    {
+                        decoded.index.downloaded = (d, b)
+                    }
                 case "retryAfter":
                     decoded.index.retryAfter =
                         try s.lenient { s -> RetryAfter? in
@@ -170,6 +177,7 @@ enum IndexCoder {
         w.field("journalSeq", index.journalSeq)
         w.field("lastShown", index.lastShown)
         w.field("reportUrl", index.reportUrl)
+        w.field("downloaded", index.downloaded.map { "\($0.day) \($0.bytes)" })
         w.field("retryAfter", index.retryAfter.map { "\($0.origin) \(Int64($0.until))" })
         if !index.rotations.isEmpty {
             w.key("rotations")

@@ -84,6 +84,7 @@ extension Fetcher {
             index.ads = merged
             index.feed = feedState
             index.retryAfter = nil   // the server answered
+            index.downloaded = (today, Self.downloadedToday(index, day: today) + bytesReceived)
             index.reportUrl = feed.reportUrl
             index.clockOffset = clockOffset
             index.clockSync = clockOffset == nil ? nil : clockSync

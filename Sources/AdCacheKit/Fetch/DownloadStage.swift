@@ -25,6 +25,7 @@ extension Fetcher {
         let engine = TransferEngine(settings: settings)
         engine.onProgress = onProgress
         engine.run(jobs.map(\.request)) { i, response in
+            bytesReceived += response.bytesReceived
             results.merge(finishAsset(jobs[i], response)) { _, new in new }
         }
         retryWhatDidNotFit(jobs, settings: settings, &results)
@@ -56,9 +57,79 @@ extension Fetcher {
             let engine = TransferEngine(settings: one)
             engine.onProgress = onProgress
             var again: [String: AssetResult] = [:]
-            engine.run([jobs[i].request]) { _, response in again = finishAsset(jobs[i], response) }
+            engine.run([jobs[i].request]) { _, response in
+                bytesReceived += response.bytesReceived
+                again = finishAsset(jobs[i], response)
+            }
             results.merge(again) { _, new in new }
             if again.values.contains(where: \.noSpace) { return }
         }
+    }
+}
+
+/// The download window and the day's budget (SPEC §12).
+extension Fetcher {
+    /// The jobs that may start now, when the window opens again (if it is closed), and the
+    /// jobs left for the next round; the ads of those that cannot run are deferred
+    /// (`pending`, not a failure). Under a budget a job starts only if the day's count (this
+    /// run's bytes included), plus the sizes announced of the others starting with it, plus
+    /// its own, stays within the budget; one whose size is not announced only while the count
+    /// is under it, and then alone in its round.
+    func gateDownloads(_ jobs: [Job], before: CacheIndex, _ results: inout [String: AssetResult]) -> (
+        [Job], Double?, [Job]
+    ) {
+        func deferring(_ job: Job) {
+            for ad in job.ads {
+                var r = AssetResult(outcome: .pending)
+                r.deferred = true
+                results[ad.id] = r
+            }
+        }
+        let t = now()
+        if let hours = options.downloadHours, !options.ignoreDownloadHours, let windows = Schedule.windows(hours) {
+            var schedule = Schedule()
+            schedule.windows = windows
+            if !schedule.allows(Time.local(t)) {
+                jobs.forEach(deferring)
+                let minute = (t / 60).rounded(.down) * 60
+                let opens = (1...(8 * 1440)).lazy.map { minute + Double($0) * 60 }.first {
+                    schedule.allows(Time.local($0))
+                }
+                return ([], opens, [])
+            }
+        }
+        guard let budget = options.maxDownloadPerDay else { return (jobs, nil, []) }
+        var used = Self.downloadedToday(before, day: Time.localDay(t)) + bytesReceived
+        var admitted: [Job] = []
+        var rest: [Job] = []
+        var alone = false   // an unannounced size runs alone in its round
+        for job in jobs {
+            // Announced by the feed (VAST's fileSize), else by nobody until it answers.
+            let announced = job.ads.compactMap(\.fileSize).first
+            if let size = announced {
+                if used + size <= budget, admitted.count < options.parallel, !alone {
+                    admitted.append(job)
+                    used += size
+                } else if used + size <= budget {
+                    rest.append(job)
+                } else {
+                    deferring(job)
+                }
+            } else if used < budget {
+                if admitted.isEmpty {
+                    admitted.append(job)
+                    alone = true
+                } else {
+                    rest.append(job)
+                }
+            } else {
+                deferring(job)
+            }
+        }
+        return (admitted, nil, rest)
+    }
+    /// The asset bytes the index counts for local day `day`.
+    static func downloadedToday(_ index: CacheIndex, day: Int) -> Int64 {
+        index.downloaded.map { $0.day == day ? $0.bytes : 0 } ?? 0
     }
 }

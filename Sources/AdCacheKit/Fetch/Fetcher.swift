@@ -30,6 +30,8 @@ final class Fetcher {
     /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
     /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
     var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
+    /// Asset body bytes received this run (resumed bytes counted once): the day's count.
+    var bytesReceived: Int64 = 0
     /// A 429/503 `Retry-After` of the feed's server this run, remembered even when the feed
     /// failed (SPEC §12).
     var toldToWait: RetryAfter?
@@ -116,7 +118,16 @@ final class Fetcher {
         var report = FetchReport(feed: feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
         report.warnings = feed.warnings.map(\.message)
         var (jobs, results) = try planAssets(feed.ads, cached: before)
-        downloadAssets(jobs, &results)
+        // In rounds under a budget: each round only what the day's count still allows.
+        var waiting = jobs
+        var opensAt: Double?
+        repeat {
+            let (admitted, opens, rest) = gateDownloads(waiting, before: before, &results)
+            opensAt = opens
+            waiting = rest
+            downloadAssets(admitted, &results)
+            if admitted.isEmpty { break }
+        } while !waiting.isEmpty && options.isCancelled?() != true
         let served = Set(
             before.ads.filter { $0.state != .pending && store.filePresent($0) }.map { $0.id + " " + $0.url })
         for ad in feed.ads {
@@ -125,6 +136,7 @@ final class Fetcher {
                 id: ad.id, url: ad.url, outcome: r.outcome, bytes: r.bytes, error: r.error, transient: r.transient)
             // A new version of the same URL pending or failed: the file before still serves.
             line.olderFileServes = [.pending, .failed].contains(r.outcome) && served.contains(ad.id + " " + ad.url)
+            line.deferred = r.deferred
             report.ads.append(line)
         }
 
@@ -165,7 +177,8 @@ final class Fetcher {
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
         report.interrupted = options.isCancelled?() == true
-        report.deadlinePassed = !report.interrupted && report.ads.contains { $0.outcome == .pending }
+        report.deadlinePassed = !report.interrupted && report.ads.contains { $0.outcome == .pending && !$0.deferred }
+        report.deferredUntil = report.deferred > 0 ? opensAt.map(Date.init(timeIntervalSince1970:)) : nil
         report.partialsKept = Set(jobsPending(report)).count
         if report.deadlinePassed {
             let n = report.partialsKept

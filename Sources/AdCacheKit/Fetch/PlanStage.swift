@@ -34,6 +34,8 @@ extension Fetcher {
         var failedLastModified: String?
         /// Not attempted: waiting out the back-off of an earlier failure for good.
         var waiting = false
+        /// Not attempted: outside the download window, or over the day's budget (SPEC §12).
+        var deferred = false
         /// Until when the answer is fresh (RFC 9111).
         var freshUntil: Double?
         /// Set when the local disk failed (full, I/O error): the run exits 74.
