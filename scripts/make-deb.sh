@@ -28,6 +28,7 @@ install -d -m755 "$root/etc/adcache/keys.d"   # the publishers' minisign keys (a
 install -Dm644 contrib/systemd/adcache-fetch.service "$root/lib/systemd/system/adcache-fetch.service"
 install -Dm644 contrib/systemd/adcache-fetch.timer "$root/lib/systemd/system/adcache-fetch.timer"
 install -Dm755 contrib/adcache-launcher "$root/usr/bin/adcache-launcher"
+install -Dm644 contrib/adcache-mpv.lua "$root/usr/share/adcache/adcache-mpv.lua"
 install -Dm644 packaging/debian/copyright "$root/usr/share/doc/adcache/copyright"
 sed "s/@VERSION@/$version/; s/@DATE@/$(date -R -u -d @${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)})/" \
     packaging/debian/changelog | gzip -9n > "$root/usr/share/doc/adcache/changelog.gz"

@@ -566,6 +566,9 @@ public struct ShownAd: Sendable {
     /// When a VAST ad may be skipped, in seconds from its start (SPEC §10); nil when never
     /// (or not a VAST ad).
     public var skipOffset: Double?
+    /// True when the show already queued the video's `start` (a VAST video, SPEC §10): the
+    /// player reports only what follows.
+    public var startQueued = false
     public var clickUrl: String?
     /// Shows left after this one (as it stands when peeking); nil is unlimited.
     public var remainingShows: Int64?

@@ -22,6 +22,14 @@ import Testing
 
     /// RFC 8032 §7.1, tests 1 and 2 (the empty message and one byte), and the same
     /// signatures with one bit flipped.
+    /// Key ids as minisign prints them (`%PRIX64`): upper case, no leading zeros — one key
+    /// in sixteen has one, and a padded id would not match what the publisher sees.
+    @Test func keyIdsAsMinisignPrintsThem() {
+        #expect(MinisignKey.hexID([0x42, 0xF4, 0x35, 0x79, 0xFB, 0x94, 0xD4, 0x03]) == "3D494FB7935F442")
+        #expect(MinisignKey.hexID([0xB6, 0xB7, 0xB5, 0x3F, 0xC8, 0x54, 0xF3, 0x43]) == "43F354C83FB5B7B6")
+        #expect(MinisignKey.hexID([0, 0, 0, 0, 0, 0, 0, 0]) == "0")
+    }
+
     @Test func ed25519KnownAnswers() throws {
         let api = try SigningAPI.shared.get()
         let cases: [(pk: String, message: String, sig: String)] = [

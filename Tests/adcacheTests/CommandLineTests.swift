@@ -141,8 +141,9 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let obj = try jsonObject(next.stdout)
         #expect(
             Set(obj.keys) == [
-                "id", "path", "type", "placement", "duration", "skipOffset", "clickUrl", "remainingShows", "expires",
-                "priority", "meta", "fallback",
+                "id", "path", "type", "placement", "duration", "skipOffset", "startQueued", "clickUrl",
+                "remainingShows",
+                "expires", "priority", "meta", "fallback",
             ])
         #expect(obj["skipOffset"] is NSNull, "null for an ad that is not a VAST video")
         #expect(obj["id"] as? String == "spring-sale")

@@ -45,7 +45,7 @@ import Testing
             "./usr/share/bash-completion/completions/adcache", "./usr/share/zsh/vendor-completions/_adcache",
             "./usr/share/fish/vendor_completions.d/adcache.fish", "./etc/adcache.conf", "./etc/adcache/keys.d/",
             "./lib/systemd/system/adcache-fetch.service", "./lib/systemd/system/adcache-fetch.timer",
-            "./usr/share/doc/adcache/copyright",
+            "./usr/share/doc/adcache/copyright", "./usr/share/adcache/adcache-mpv.lua",
         ] {
             #expect(contents.contains(" \(file)\n"), "\(file)")
         }

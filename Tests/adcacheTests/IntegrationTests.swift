@@ -269,7 +269,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         let bin = s.dir.path + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         try? FileManager.default.createSymbolicLink(atPath: bin + "/adcache", withDestinationPath: Adcache.binary)
-        for tool in ["sed", "mktemp", "rm", "cat", "timeout"] {
+        for tool in ["sed", "mktemp", "rm", "cat", "timeout", "dirname"] {
             try? FileManager.default.createSymbolicLink(
                 atPath: bin + "/" + tool, withDestinationPath: "/usr/bin/" + tool)
         }
@@ -281,7 +281,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
                 + #"{"id":"clip","url":"v.mp4","type":"video","duration":3,"placement":"video"}]"#)
         #expect(s.run(["fetch", feed]).status == 0)
         let launcher = packageRoot + "/contrib/adcache-launcher"
-        let noViewers = ["PATH": bin + ":/bin", "ADCACHE_DIR": s.cache, "ADCACHE_LAUNCHER_DRY_RUN": "1"]
+        // (Only the tools above: /bin is /usr/bin on Debian, where mpv may be installed.)
+        let noViewers = ["PATH": bin, "ADCACHE_DIR": s.cache, "ADCACHE_LAUNCHER_DRY_RUN": "1"]
         // No viewer: nothing shown, and no show recorded (no impression billed).
         let none = sh(launcher, ["/opt/app/default.png", "/bin/echo", "app"], env: noViewers)
         #expect(none.stdout == "app\n" && none.stderr.contains("no viewer"), "\(none.stdout) \(none.stderr)")
@@ -301,7 +302,10 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         let video = sh(launcher, ["/opt/app/default.png"], env: typo)
         #expect(video.stderr.contains("adcache-launcher: adcache: warning: "), "\(video.stderr)")
         #expect(
-            video.stdout.contains("mpv --fs --really-quiet --no-audio -- " + s.cache + "/assets/"), "\(video.stdout)")
+            video.stdout.contains(
+                "mpv --fs --really-quiet --no-audio --script=\(packageRoot)/contrib/adcache-mpv.lua -- \(s.cache)/assets/"
+            ),
+            "the player's proof-of-play script: \(video.stdout)")
         #expect(!video.stdout.contains("--length"), "a video plays to its end")
         // next cannot run (a configuration file that is not there): the default image.
         var broken = noViewers

@@ -337,7 +337,8 @@ final class Selector {
     private func shown(_ r: AdRecord) -> ShownAd {
         ShownAd(
             id: r.id, path: store.assetPath(r.file ?? ""), type: r.type, placement: r.placement, duration: r.duration,
-            skipOffset: r.vast?.skipOffset, clickUrl: r.clickUrl, remainingShows: r.remainingShows,
+            skipOffset: r.vast?.skipOffset, startQueued: r.vast != nil && r.type == .video, clickUrl: r.clickUrl,
+            remainingShows: r.remainingShows,
             expires: r.expires.map(Date.init(timeIntervalSince1970:)),
             priority: r.priority, meta: r.meta)
     }

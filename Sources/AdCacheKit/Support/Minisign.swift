@@ -25,8 +25,10 @@ struct MinisignKey: Equatable, Sendable {
     /// The id as minisign prints it: hexadecimal, upper case (`43F354C83FB5B7B6`).
     var id: String { MinisignKey.hexID(keyID) }
 
+    /// As minisign's `%PRIX64`: no leading zeros (`83D494FB7935F42`, not `083D…`).
     static func hexID(_ bytes: [UInt8]) -> String {
-        hexString(bytes.reversed()).uppercased()
+        let hex = hexString(bytes.reversed()).uppercased().drop { $0 == "0" }
+        return hex.isEmpty ? "0" : String(hex)
     }
 
     /// From the base64 line, or a whole `.pub` file (its untrusted comment line is skipped).
