@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-scripts/deps.sh hyperfine curl jq nginx-light time python3 strace >&2
+scripts/deps.sh hyperfine curl jq nginx-light time python3 strace squid libxml2 >&2
 # Two builds: the default one (Swift runtime as shared libraries, like the minimal program
 # it is compared with) and the shipping one of `make release` (runtime linked in).
 swift build -c release --product adcache >&2
@@ -279,6 +279,71 @@ hyperfine -N -w 2 -r 15 --export-json "$W/lj.json" "jq -r --argjson now $NOW '$F
 lp=$(median "$W/lp.json"); lw=$(median "$W/lw.json"); lj=$(median "$W/lj.json")
 row "next --peek, 10,000 ads of the leanest feed vs jq over it (make release)" "$(ms "$lp")" "$(ms "$lj")" "$(ratio "$lp" "$lj")" "≤ 0.5" "$(met "$(ratio "$lp" "$lj")" 0.5)"
 row "next (records the show), the same" "$(ms "$lw")" "$(ms "$lj")" "$(ratio "$lw" "$lj")" "≤ 0.5" "$(met "$(ratio "$lw" "$lj")" 0.5)"
+
+echo "== SPEC v3 §10: a VAST feed of 50 ads, two wrapper levels each, vs curl --parallel" >&2
+mkdir -p "$W/vast/m"
+VPORT=$(freeport)
+python3 - "$W/vast" "$VPORT" <<'PY'
+import os, sys
+d, port = sys.argv[1], sys.argv[2]
+base = "http://127.0.0.1:%s" % port
+ads = []
+urls = [base + "/root.xml"]
+for i in range(50):
+    with open("%s/m/%d.mp4" % (d, i), "wb") as f:
+        f.write(b"\x00\x00\x00\x18ftypmp42" + os.urandom(200000))
+    inline = ('<VAST version="4.0"><Ad id="a%d"><InLine><AdSystem>b</AdSystem><AdTitle>t</AdTitle>'
+              '<Impression>%s/imp</Impression><Creatives><Creative><Linear><Duration>00:00:05</Duration>'
+              '<MediaFiles><MediaFile delivery="progressive" type="video/mp4" width="1920" height="1080">%s/m/%d.mp4'
+              '</MediaFile></MediaFiles></Linear></Creative></Creatives></InLine></Ad></VAST>') % (i, base, base, i)
+    open("%s/in%d.xml" % (d, i), "w").write(inline)
+    open("%s/w%d.xml" % (d, i), "w").write(
+        '<VAST version="4.0"><Ad id="w%d"><Wrapper><AdSystem>b</AdSystem><VASTAdTagURI>%s/in%d.xml</VASTAdTagURI>'
+        '</Wrapper></Ad></VAST>' % (i, base, i))
+    ads.append('<Ad id="r%d"><Wrapper><AdSystem>b</AdSystem><VASTAdTagURI>%s/w%d.xml</VASTAdTagURI></Wrapper></Ad>'
+               % (i, base, i))
+    urls += ["%s/w%d.xml" % (base, i), "%s/in%d.xml" % (base, i), "%s/m/%d.mp4" % (base, i)]
+open(d + "/root.xml", "w").write('<VAST version="4.0">' + "".join(ads) + "</VAST>")
+with open(d + "/curl.cfg", "w") as f:
+    for n, u in enumerate(urls):
+        f.write('url = "%s"\noutput = "%s/out/%d"\n' % (u, d, n))
+PY
+(cd "$W/vast" && exec python3 -m http.server "$VPORT" --bind 127.0.0.1 >/dev/null 2>&1) & PIDS+=($!)
+sleep 1
+hyperfine -N -w 1 -r 8 --prepare "rm -rf $W/vast/c" --export-json "$W/va.json" "$BS --cache-dir $W/vast/c fetch -q --no-progress http://127.0.0.1:$VPORT/root.xml" >/dev/null 2>&1
+hyperfine -N -w 1 -r 8 --prepare "rm -rf $W/vast/out" --export-json "$W/vc.json" "curl -s --create-dirs --parallel --parallel-max 4 --config $W/vast/curl.cfg" >/dev/null 2>&1
+va=$(median "$W/va.json"); vc=$(median "$W/vc.json")
+row "VAST feed, 50 ads × 2 wrapper levels + media (151 URLs), vs curl --parallel-max 4" "$(ms "$va")" "$(ms "$vc")" "$(ratio "$va" "$vc")" "≤ 1.5" "$(met "$(ratio "$va" "$vc")" 1.5)"
+
+echo "== SPEC v3 §12: 20 devices fetching one feed of 8 assets, through a loopback Squid vs not" >&2
+mkdir -p "$W/fleet/www" "$W/fleet/sq"; chmod 777 "$W/fleet/sq"
+for i in 1 2 3 4 5 6 7 8; do { printf '\xff\xd8\xff\xe0'; head -c 100000 /dev/urandom; } > "$W/fleet/www/$i.jpg"; done
+python3 -c 'import json; print(json.dumps([{"id": "f%d" % i, "url": "%d.jpg" % i} for i in range(1, 9)]))' > "$W/fleet/www/feed.json"
+FPORT=$(freeport); SPORT=$(freeport)
+(cd "$W/fleet/www" && exec python3 -m http.server "$FPORT" --bind 127.0.0.1 2>"$W/fleet/origin.log" >/dev/null) & PIDS+=($!)
+cat > "$W/fleet/sq/squid.conf" <<SQ
+http_port 127.0.0.1:$SPORT
+pid_filename $W/fleet/sq/squid.pid
+cache_log $W/fleet/sq/cache.log
+access_log none
+cache_mem 64 MB
+maximum_object_size_in_memory 16 MB
+cache_dir null /tmp
+coredump_dir $W/fleet/sq
+shutdown_lifetime 0 seconds
+http_access allow localhost
+http_access deny all
+refresh_pattern . 0 20% 4320
+SQ
+[ "$(id -u)" = 0 ] && chown -R proxy "$W/fleet/sq" 2>/dev/null
+/usr/sbin/squid -N -f "$W/fleet/sq/squid.conf" >/dev/null 2>&1 & PIDS+=($!)
+sleep 3
+for d in $(seq 1 20); do "$BS" --cache-dir "$W/fleet/p$d" fetch -q --no-progress --proxy "http://127.0.0.1:$SPORT" "http://127.0.0.1:$FPORT/feed.json" >/dev/null 2>&1; done
+viaSquid=$(grep -c '"GET /[0-9]*\.jpg' "$W/fleet/origin.log")
+: > "$W/fleet/origin.log"
+for d in $(seq 1 20); do "$BS" --cache-dir "$W/fleet/d$d" fetch -q --no-progress "http://127.0.0.1:$FPORT/feed.json" >/dev/null 2>&1; done
+direct=$(grep -c '"GET /[0-9]*\.jpg' "$W/fleet/origin.log")
+row "origin asset requests per device, 20 devices through Squid vs direct" "$(python3 -c "print(f'{$viaSquid/20:.2f}')")" "$(python3 -c "print(f'{$direct/20:.2f}')")" "$(ratio "$viaSquid" "$direct")" "—" ""
 
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
