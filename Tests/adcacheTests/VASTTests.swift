@@ -527,6 +527,53 @@ import Testing
         #expect(ads.hits("/evil.dtd").isEmpty)
     }
 
+    // MARK: §6 holds with VAST ads in the cache
+
+    /// A fetch of a VAST feed killed before and after its commit, and launches at once: the
+    /// cache is one generation or the other, every show is counted with its impression and
+    /// start, and the next fetch completes.
+    @Test(arguments: ["fetch.beforeCommit", "write.index.json.beforeRename", "fetch.afterCommit"])
+    func killedFetchesAndConcurrentLaunches(_ point: String) throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        ads["/w.xml"] = Self.wrapper(1, to: b + "/in.xml", base: b)
+        ads["/in.xml"] = Self.inline(b, id: "one")
+        let device = Device(); defer { device.s.remove() }
+        #expect(device.fetch(b + "/w.xml").status == 0)
+        // A second ad arrives; the fetch that brings it is killed at `point`.
+        ads["/in.xml"] = "<VAST version=\"4.0\">"
+            + Self.inline(b, id: "one").dropFirst("<VAST version=\"4.0\">".count).dropLast("</VAST>".count)
+            + Self.inline(b, id: "two").dropFirst("<VAST version=\"4.0\">".count)
+        ads["/w.xml"] = ads["/w.xml"]!.replacingOccurrences(of: "<Wrapper>", with: "<Wrapper allowMultipleAds=\"true\">")
+        let killed = Adcache.run(
+            ["--config", device.conf, "--cache-dir", device.s.cache, "fetch", b + "/w.xml"],
+            environment: ["ADCACHE_CRASH_AT": point])
+        #expect(killed.status != 0, "\(point): \(killed.stderr)")
+        // Twenty launches at once, whatever generation the index is.
+        let group = DispatchGroup()
+        let statuses = StatusBox()
+        for _ in 0..<20 {
+            group.enter()
+            DispatchQueue.global().async {
+                let r = Adcache.run(["--config", device.conf, "--cache-dir", device.s.cache, "next"])
+                statuses.add(r.status)
+                group.leave()
+            }
+        }
+        group.wait()
+        #expect(statuses.all.allSatisfy { $0 == 0 }, "\(statuses.all)")
+        let r = device.fetch(b + "/w.xml")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try device.listJSON().map { $0["id"] as? String ?? "" }.sorted() == ["one", "two"])
+        let stats = try jsonObject(device.run(["stats", "--json"]).stdout)
+        let days = stats["days"] as? [[String: Any]] ?? []
+        #expect(days.reduce(0) { $0 + ($1["shows"] as? Int ?? 0) } == 20, "\(days)")
+        #expect(days.reduce(0) { $0 + ($1["starts"] as? Int ?? 0) } == 20, "a video's start with each show")
+        #expect(device.run(["report"]).status == 0)
+        let impressions = ads.hits("/imp-").count + ads.hits("/wimp1").count
+        #expect(impressions == 40, "each show's own impression and its wrapper's, once: \(impressions)")
+    }
+
     // MARK: Signed VAST feeds (SPEC §11)
 
     @Test(.enabled(if: minisignInstalled, "minisign is not installed (make test installs it)"))
@@ -556,4 +603,12 @@ import Testing
         #expect((try device.index()["signed"] as? [String: Any])?["serial"] as? Int == 3)
         #expect(ads.hits("/x.xml").isEmpty)
     }
+}
+
+/// Exit codes gathered from threads.
+final class StatusBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Int32] = []
+    func add(_ v: Int32) { lock.lock(); values.append(v); lock.unlock() }
+    var all: [Int32] { lock.lock(); defer { lock.unlock() }; return values }
 }
