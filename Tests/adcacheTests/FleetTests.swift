@@ -71,6 +71,47 @@ import Testing
         #expect(server.log.count == before + 1)
     }
 
+    /// `report` remembers its server's 503 Retry-After the same way: no request to that
+    /// origin until then (the events stay queued, exit 75); afterwards they are delivered.
+    @Test func theReportServerIsLeftAloneToo() throws {
+        let busy = ProtectedStatus()
+        let server = try LoopbackServer { r in
+            if r.path == "/feed.json" {
+                let host = r.header("host") ?? ""
+                return .text(200, #"{"ads":[{"id":"a","url":"a.jpg"}],"reportUrl":"http://\#(host)/pop"}"#)
+            }
+            if r.path == "/pop", let (code, header) = busy.value {
+                return LoopbackServer.Response(status: code, headers: [("Retry-After", header)], body: [])
+            }
+            if r.path == "/pop" { return .text(204, "") }
+            return .file(Media.jpeg(), for: r, etag: "\"a\"")
+        }
+        defer { server.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        #expect(s.run(["fetch", "--no-report", server.url("/feed.json")]).status == 0)
+        #expect(s.run(["next"]).status == 0)
+        busy.value = (503, "600")
+        var r = s.run(["report"])
+        #expect(r.status == 75, "\(r.stderr)")
+        #expect(server.requests(to: "/pop").count == 1, "told once, not retried in the run")
+        r = s.run(["report"])
+        #expect(r.status == 75)
+        #expect(
+            r.stderr.contains("the report server http://127.0.0.1:\(server.port) asked for no requests before "),
+            "\(r.stderr)")
+        #expect(server.requests(to: "/pop").count == 1, "no request inside the wait")
+        // Past it: delivered, and forgotten.
+        busy.value = nil
+        let file = s.cache + "/report.retry-after"
+        let origin = try String(contentsOfFile: file, encoding: .utf8).split(separator: " ")[0]
+        try "\(origin) \(Int(Date().timeIntervalSince1970) - 10)\n".write(
+            toFile: file, atomically: true, encoding: .utf8)
+        r = s.run(["report"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(server.requests(to: "/pop").count == 2)
+        #expect(!Disk.exists(file))
+    }
+
     /// Moves the remembered time (the tests do not sleep for it).
     static func shiftRetryAfter(_ cache: String, by seconds: Double) throws {
         let path = cache + "/index.json"

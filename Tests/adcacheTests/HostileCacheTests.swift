@@ -18,7 +18,8 @@ import Testing
     static let files = [
         "journal", "journal.folding", "journal.lock", "fetch.lock", "index.lock", "report.lock", "index.json",
         "index.json.old", "index.json.tmp",
-        "index.json.old.tmp", "events.json", "events.json.tmp", "feed.signed", "feed.signed.tmp",
+        "index.json.old.tmp", "events.json", "events.json.tmp", "feed.signed", "feed.signed.tmp", "report.retry-after",
+        "report.retry-after.tmp",
     ]
 
     struct Sentinels {

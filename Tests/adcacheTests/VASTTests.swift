@@ -541,10 +541,12 @@ import Testing
         let device = Device(); defer { device.s.remove() }
         #expect(device.fetch(b + "/w.xml").status == 0)
         // A second ad arrives; the fetch that brings it is killed at `point`.
-        ads["/in.xml"] = "<VAST version=\"4.0\">"
+        ads["/in.xml"] =
+            "<VAST version=\"4.0\">"
             + Self.inline(b, id: "one").dropFirst("<VAST version=\"4.0\">".count).dropLast("</VAST>".count)
             + Self.inline(b, id: "two").dropFirst("<VAST version=\"4.0\">".count)
-        ads["/w.xml"] = ads["/w.xml"]!.replacingOccurrences(of: "<Wrapper>", with: "<Wrapper allowMultipleAds=\"true\">")
+        ads["/w.xml"] = ads["/w.xml"]!.replacingOccurrences(
+            of: "<Wrapper>", with: "<Wrapper allowMultipleAds=\"true\">")
         let killed = Adcache.run(
             ["--config", device.conf, "--cache-dir", device.s.cache, "fetch", b + "/w.xml"],
             environment: ["ADCACHE_CRASH_AT": point])

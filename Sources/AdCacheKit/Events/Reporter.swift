@@ -64,10 +64,21 @@ final class Reporter {
         _ = try CurlAPI.shared.get()
         let reportUrl = proofOfPlay.reportUrl ?? index.reportUrl
 
+        // A server that asked for no requests before a time (429/503 Retry-After, SPEC §12)
+        // is left alone until then: what goes to its origin stays queued.
+        let t = now(index)
+        let held = store.reportRetryAfter.flatMap { $0.until > t && $0.until - t <= RetryAfter.cap ? $0 : nil }
+        if let held {
+            warn(
+                Diagnostic(
+                    .report,
+                    "the report server \(held.origin) asked for no requests before \(Time.formatLocal(held.until))"))
+        }
+        func allowed(_ url: String) -> Bool { held == nil || Fetcher.origin(url) != held?.origin }
         var deliveries: [Delivery] = []
         var requests: [TransferRequest] = []
         for e in log.queue {
-            for url in e.trackers {
+            for url in e.trackers where allowed(url) {
                 deliveries.append(.tracker(nonce: e.nonce, url: url))
                 requests.append(TransferRequest(url: url, destination: .discard, maxBytes: .max))
             }
@@ -87,7 +98,7 @@ final class Reporter {
         }
         var result = ReportResult()
         let batched = log.queue.filter(\.batch)
-        if let reportUrl {
+        if let reportUrl, allowed(reportUrl) {
             var start = 0
             while start < batched.count {
                 let chunk = batched[start..<min(start + Self.batchSize, batched.count)]
@@ -113,12 +124,20 @@ final class Reporter {
         let progress = store.deliveryLog.openForAppending()
         defer { if progress >= 0 { close(progress) } }
         var done: [DeliveryOutcome] = []
+        var told: RetryAfter?
+        var settings = settings
+        settings.retryAfterEndsAttempts = true   // remembered for the next runs instead
         let engine = TransferEngine(settings: settings)
         engine.onStart = { i in DeliveryLog.append(deliveries[i].outcome(delivered: nil), to: progress) }
         engine.run(requests) { i, response in
             CrashPoint.reach("report.afterAnswer")
             let outcome: Bool
             if let error = response.error {
+                if case .httpStatus(let status) = error, [429, 503].contains(status), case .batch = deliveries[i],
+                    let after = response.retryAfter, let origin = reportUrl.flatMap(Fetcher.origin)
+                {
+                    told = RetryAfter(origin: origin, until: t + min(after, RetryAfter.cap))
+                }
                 if case .httpStatus(let status) = error, (300...399).contains(status),
                     case .tracker = deliveries[i]
                 {
@@ -140,6 +159,11 @@ final class Reporter {
             CrashPoint.reach("report.afterLogged")
         }
         result.pending = try record(done)
+        if let told {
+            try? store.reportRetryAfterFile.writeAtomically(Array("\(told.origin) \(Int64(told.until))\n".utf8))
+        } else if held == nil, store.reportRetryAfterFile.exists {
+            store.reportRetryAfterFile.remove()   // passed, or the server answered
+        }
         return result
     }
 
@@ -184,5 +208,18 @@ final class Reporter {
         case .tracker(_, let url): return "the tracker \(url)"
         case .batch(let nonces): return "a report of \(nonces.count) events"
         }
+    }
+}
+
+extension CacheStore {
+    /// `report.retry-after`: the report server's "no requests before" (SPEC §12), as
+    /// `ORIGIN UNIX-TIME`; written and read under the report lock.
+    var reportRetryAfterFile: CacheFile { dir.file("report.retry-after") }
+
+    var reportRetryAfter: RetryAfter? {
+        guard let bytes = try? reportRetryAfterFile.read(limit: 4096) else { return nil }
+        let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard parts.count == 2, let t = Double(parts[1]), Time.isSupported(t) else { return nil }
+        return RetryAfter(origin: String(parts[0]), until: t)
     }
 }
