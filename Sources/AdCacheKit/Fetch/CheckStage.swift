@@ -28,6 +28,13 @@ extension Fetcher {
             .failedForGood(message, etag: validators.0, lastModified: validators.1)
         }
         if let error = response.error {
+            if case .tooLarge = error, let cap = job.budgetCap, cap < options.maxAssetSize {
+                // Over what the day's budget allows, known from its headers: not a failure.
+                partial.discard()
+                var r = AssetResult(outcome: .pending)
+                r.deferred = true
+                return all(r)
+            }
             if error == .deadline || error == .interrupted {
                 partial.keepIfResumable()
                 let why = error == .deadline ? "not downloaded before the deadline" : "interrupted"

@@ -74,7 +74,8 @@ extension Fetcher {
     /// (`pending`, not a failure). Under a budget a job starts only if the day's count (this
     /// run's bytes included), plus the sizes announced of the others starting with it, plus
     /// its own, stays within the budget; one whose size is not announced only while the count
-    /// is under it, and then alone in its round.
+    /// is under it, alone in its round, and abandoned before its body (deferred) when its
+    /// answer's Content-Length is more than is left.
     func gateDownloads(_ jobs: [Job], before: CacheIndex, _ results: inout [String: AssetResult]) -> (
         [Job], Double?, [Job]
     ) {
@@ -117,7 +118,11 @@ extension Fetcher {
                 }
             } else if used < budget {
                 if admitted.isEmpty {
-                    admitted.append(job)
+                    // Abandoned before its body if its answer announces more than is left.
+                    var capped = job
+                    capped.budgetCap = budget - used
+                    capped.request.maxBytes = min(job.request.maxBytes, budget - used)
+                    admitted.append(capped)
                     alone = true
                 } else {
                     rest.append(job)

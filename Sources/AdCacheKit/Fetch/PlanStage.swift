@@ -61,6 +61,9 @@ extension Fetcher {
         var request: TransferRequest
         /// Retrying a version that failed for good, conditionally: its error, for a 304.
         var retriedError: String?
+        /// The bytes the day's budget still allows it (SPEC §12): larger, it is abandoned
+        /// before its body and deferred.
+        var budgetCap: Int64?
     }
 
     /// What a failure for good is remembered against: the ad's asset as the feed describes
