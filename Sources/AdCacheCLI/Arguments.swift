@@ -78,6 +78,19 @@ extension Option where Value == String {
         return Option(spec: spec) { v, _ in v }
     }
 
+    /// Text that must pass `valid` wherever it is read (the command line or a file); else
+    /// "option '--LONG' needs NEEDS (got '…')".
+    static func checkedText(
+        _ long: String, _ placeholder: String, _ help: String, repeatable: Bool = false, needs: String,
+        _ valid: @escaping @Sendable (String) -> Bool
+    ) -> Option {
+        let spec = text(long, placeholder, help, repeatable: repeatable).spec
+        return Option(spec: spec) { v, spec in
+            guard valid(v) else { throw UsageError(message: "option '--\(spec.long)' needs \(needs) (got '\(v)')") }
+            return v
+        }
+    }
+
     static func file(_ long: String, _ help: String) -> Option {
         Option(spec: OptionSpec(long: long, value: "<file>", help: help, kind: .file)) { v, _ in v }
     }

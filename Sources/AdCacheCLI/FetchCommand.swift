@@ -21,35 +21,20 @@ enum FetchCommand: Command {
         "limit-rate", "At most this many bytes per second in all, as curl's option (default: no limit).", minimum: 1)
     static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this.", default: "100M")
     static let maxFeedSize = Option.size("max-feed-size", "Refuse a feed larger than this.", default: "8M")
-    static let header: Option<String> = {
-        var spec = Option.text(
-            "header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true
-        ).spec
-        spec.kind = .text
-        return Option(spec: spec) { h, spec in   // checked where it is read: the command line or a file
-            guard FetchOptions.isHeader(h) else {
-                throw UsageError(message: "option '--\(spec.long)' needs 'Name: value' (got '\(h)')")
-            }
-            return h
-        }
-    }()
+    static let header = Option.checkedText(
+        "header", "<header>", "Send 'Name: value' with the feed request (repeatable).", repeatable: true,
+        needs: "'Name: value'", FetchOptions.isHeader)
     static let userAgent = Option.text(
         "user-agent", "<ua>", "The User-Agent of every request (default: adcache/<version> libcurl/<version>).")
     static let cacert = Option.file("cacert", "Trust the CA certificates in this file instead of the system's.")
-    static let proxy: Option<String> = {
-        var spec = Option.text(
-            "proxy", "<url>",
-            "Send every request through this HTTP proxy, as curl's option (default: http_proxy, https_proxy)."
-        ).spec
-        spec.kind = .text
-        return Option(spec: spec) { p, spec in
-            let lower = p.lowercased()
-            guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), p.count > 8, !p.contains(" ") else {
-                throw UsageError(message: "option '--\(spec.long)' needs an http:// or https:// URL (got '\(p)')")
-            }
-            return p
-        }
-    }()
+    static let proxy = Option.checkedText(
+        "proxy", "<url>",
+        "Send every request through this HTTP proxy, as curl's option (default: http_proxy, https_proxy).",
+        needs: "an http:// or https:// URL"
+    ) { p in
+        let lower = p.lowercased()
+        return (lower.hasPrefix("http://") || lower.hasPrefix("https://")) && p.count > 8 && !p.contains(" ")
+    }
     static let noProxy = Option.text(
         "noproxy", "<hosts>", "Hosts, comma-separated, that bypass the proxy, as curl's option ('*': all).")
     static let jitter = Option.seconds(
@@ -62,23 +47,14 @@ enum FetchCommand: Command {
     static let signature = Option.file(
         "signature",
         "Check the feed against this minisign signature file (needed for '-' when a feed key is configured).")
-    static let downloadHours: Option<String> = {
-        var spec = Option.text(
-            "download-hours", "<windows>",
-            "Request assets only within these local hours, HH:MM-HH:MM[,...] (the feed is always read)."
-        ).spec
-        spec.kind = .text
-        return Option(spec: spec) { text, spec in
-            let windows = text.split(separator: ",").map { String($0.trimmed()) }
-            guard !windows.isEmpty, windows.allSatisfy(FetchOptions.isDownloadWindow) else {
-                throw UsageError(
-                    message:
-                        "option '--\(spec.long)' needs HH:MM-HH:MM windows, separated by commas, each with a start that is not its end (got '\(text)')"
-                )
-            }
-            return text
-        }
-    }()
+    static let downloadHours = Option.checkedText(
+        "download-hours", "<windows>",
+        "Request assets only within these local hours, HH:MM-HH:MM[,...] (the feed is always read).",
+        needs: "HH:MM-HH:MM windows, separated by commas, each with a start that is not its end"
+    ) { text in
+        let windows = text.split(separator: ",").map { String($0.trimmed()) }
+        return !windows.isEmpty && windows.allSatisfy(FetchOptions.isDownloadWindow)
+    }
     static let maxDownloadPerDay = Option.size(
         "max-download-per-day", "At most this many asset bytes received per local day (default: no budget).")
     static let now = Flag("now", "Download now, whatever download-hours says (an operator at the console).")

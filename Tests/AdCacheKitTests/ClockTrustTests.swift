@@ -8,20 +8,13 @@ import Testing
 /// five minutes off, for fetch itself and for next, list and prune, until a later fetch
 /// measures again; `--at` is taken as given.
 @Suite struct ClockTrustTests {
-    static func httpDate(_ t: Double) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "UTC")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return f.string(from: Date(timeIntervalSince1970: t))
-    }
 
     /// A server whose clock reads `skew` seconds from the real one, serving `feed`.
     func serve(_ h: FetchHarness, feed: String, skew: Double) {
         let body = Array(feed.utf8)
         h.setOverride { r in
             guard r.path == "/feed.json" else { return nil }
-            let date = Self.httpDate(Date().timeIntervalSince1970 + skew)
+            let date = httpDate(Date().timeIntervalSince1970 + skew)
             return LoopbackServer.Response(
                 status: 200, headers: [("Content-Type", "application/json"), ("Date", date)], body: body)
         }
@@ -101,7 +94,7 @@ import Testing
         let body = Array(#"[{"id":"a","url":"a.jpg"}]"#.utf8)
         h.setOverride { r in
             guard r.path == "/feed.json" else { return nil }
-            let date = Self.httpDate(Date().timeIntervalSince1970 - 3600)   // stored an hour ago
+            let date = httpDate(Date().timeIntervalSince1970 - 3600)   // stored an hour ago
             return LoopbackServer.Response(
                 status: 200, headers: [("Content-Type", "application/json"), ("Date", date), ("Age", "3600")],
                 body: body)
@@ -124,7 +117,7 @@ import Testing
             return LoopbackServer.Response(
                 status: 200,
                 headers: [
-                    ("Content-Type", "application/json"), ("Date", Self.httpDate(Date().timeIntervalSince1970)),
+                    ("Content-Type", "application/json"), ("Date", httpDate(Date().timeIntervalSince1970)),
                     ("Cache-Control", "max-age=3600"),
                 ], body: body)
         }

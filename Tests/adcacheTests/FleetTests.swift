@@ -5,7 +5,6 @@ import Testing
 /// SPEC §12: what fleets need around the network — a server's `Retry-After` remembered
 /// between runs, and a site cache (Squid) in front of the origin.
 @Suite struct FleetTests {
-    static func httpDate(_ t: Double) -> String { SignedFeedTests.httpDate(t) }
 
     /// 503 and 429, in seconds and as an HTTP-date: the run that is told exits 69 and
     /// remembers; the next run makes no request at all, warns with the time and exits 75;
@@ -25,7 +24,7 @@ import Testing
         defer { server.stop() }
         let s = Sandbox(); defer { s.remove() }
         #expect(s.run(["fetch", server.url("/feed.json")]).status == 0)
-        let header = after == "date" ? Self.httpDate(Date().timeIntervalSince1970 + 120) : after
+        let header = after == "date" ? httpDate(Date().timeIntervalSince1970 + 120) : after
         answer.value = (status, header)
         var r = s.run(["fetch"])
         #expect(r.status == 69, "\(r.stderr)")
@@ -192,21 +191,7 @@ final class SiteCache {
         ).filter { $0.contains(" GET ") }
     }
 
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
-        }
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    static func freePort() throws -> Int { freeLoopbackPort() }
 
     static func accepts(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

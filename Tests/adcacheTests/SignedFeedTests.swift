@@ -314,7 +314,7 @@ struct SignedFeedTests {
         // Valid for a day by the device clock; the server says two days have passed.
         fleet.served.feed = Self.feed(serial: 2, validUntil: now + 86400)
         fleet.served.signature = try publisher.sign(fleet.served.feed)
-        fleet.served.date = Self.httpDate(now + 2 * 86400)
+        fleet.served.date = httpDate(now + 2 * 86400)
         r = fleet.fetch()
         #expect(r.status == 65, "\(r.stderr)")
         #expect(r.stderr.contains("expired feed"), "\(r.stderr)")
@@ -484,14 +484,6 @@ struct SignedFeedTests {
         for name in ["feed.signed", "feed.signed.tmp"] {
             #expect(FileManager.default.contents(atPath: outside.file(name)).map(Array.init) == victim, "\(name)")
         }
-    }
-
-    static func httpDate(_ t: Double) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "UTC")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return f.string(from: Date(timeIntervalSince1970: t))
     }
 
     static func rfc3339(_ t: Double) -> String { String(Int(t)) }

@@ -114,19 +114,7 @@ import Testing
 /// TLS against a real TLS server (openssl s_server) on 127.0.0.1 with a self-signed
 /// certificate: verified always, trusted only through --cacert.
 @Suite(.serialized) struct TLSTests {
-    func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    func freePort() -> Int { freeLoopbackPort() }
 
     func openssl(_ args: [String], cwd: String) throws -> Process {
         let p = Process()

@@ -79,14 +79,7 @@ final class Pruner {
         let records = before.filter { $0.state != .withdrawn && !left.contains($0.id) }.flatMap {
             Fetcher.notUsed($0, pop, at: t)
         }
-        guard !records.isEmpty else { return }
-        do {
-            try store.journal.withLock(timeout: store.lockTimeout) {
-                for r in records { try store.journal.append(r) }
-            }
-        } catch {
-            warn(Diagnostic(.report, "notUsed not queued: \(error)"))
-        }
+        store.queue(records, what: "notUsed", warn: warn)
     }
 
     /// Ads that can never be shown again go; an exhausted ad the feed still lists keeps its

@@ -343,3 +343,18 @@ extension CacheIndex {
         journalMark = JournalMark(after: last)
     }
 }
+
+extension CacheStore {
+    /// Appends records the cache writes of its own (VAST errors, `notUsed`) under the
+    /// journal lock; a failure is a warning naming `what`, never the command's error.
+    func queue(_ records: [JournalRecord], what: String, warn: WarningSink) {
+        guard !records.isEmpty else { return }
+        do {
+            try journal.withLock(timeout: lockTimeout) {
+                for r in records { try journal.append(r) }
+            }
+        } catch {
+            warn(Diagnostic(.report, "\(what) not queued: \(error)"))
+        }
+    }
+}

@@ -246,14 +246,7 @@ extension Fetcher {
         for r in before.ads where r.vast != nil && r.state != .withdrawn && !listed.contains(r.id) {
             records += Self.notUsed(r, pop, at: t)
         }
-        guard !records.isEmpty else { return }
-        do {
-            try store.journal.withLock(timeout: store.lockTimeout) {
-                for r in records { try store.journal.append(r) }
-            }
-        } catch {
-            warn(Diagnostic(.report, "VAST errors not queued: \(error)"))
-        }
+        store.queue(records, what: "VAST errors", warn: warn)
     }
 
     /// An ad's `notUsed` record, when it has `notUsed` trackers and was never shown.
