@@ -604,6 +604,10 @@ import Testing
         #expect(try device.listJSON().map { $0["id"] as? String } == ["signed"])
         #expect((try device.index()["signed"] as? [String: Any])?["serial"] as? Int == 3)
         #expect(ads.hits("/x.xml").isEmpty)
+        // Fetched again (the same bytes): its InLine ad stays, though VAST gives no sha256.
+        let again = device.fetch(b + "/signed.xml")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try device.listJSON().map { $0["id"] as? String } == ["signed"], "\(again.stderr)")
     }
 }
 

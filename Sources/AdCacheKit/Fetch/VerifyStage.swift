@@ -110,7 +110,8 @@ extension Fetcher {
     func signedStage(_ feed: inout Feed, _ verified: Verification, before: CacheIndex) throws -> SignedFeed {
         let digest = try SHA256Hasher.hex(bytes: verified.feed)
         var signed: SignedFeed
-        if let last = before.signed, last.sha256 == digest {
+        let again = before.signed?.sha256 == digest
+        if let last = before.signed, again {
             // The bytes last accepted (a 304, or the same feed again): the serial stands.
             signed = last
         } else {
@@ -145,8 +146,9 @@ extension Fetcher {
         }
         feed.validUntil = signed.validUntil
         // A signed VAST feed's InLine ads cover their media files by URL only (VAST has no
-        // digest); a JSON feed's ads, and its "vast" tags, need their sha256.
-        guard !feed.isVAST else { return signed }
+        // digest); a JSON feed's ads, and its "vast" tags, need their sha256. (The bytes
+        // accepted before, after a 304: their ads passed this rule then.)
+        guard !feed.isVAST, !again else { return signed }
         feed.ads.removeAll { ad in
             guard ad.sha256 == nil else { return false }
             feed.warnings.append(
