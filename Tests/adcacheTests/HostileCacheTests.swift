@@ -19,6 +19,7 @@ import Testing
         "journal", "journal.folding", "journal.lock", "fetch.lock", "index.lock", "report.lock", "index.json",
         "index.json.old", "index.json.tmp",
         "index.json.old.tmp", "events.json", "events.json.tmp", "feed.signed", "feed.signed.tmp", "report.retry-after",
+        "vast.documents", "vast.documents.tmp",
         "report.retry-after.tmp",
     ]
 

@@ -103,6 +103,55 @@ struct LauncherPlaybackTests {
         }
     }
 
+    /// A VAST video with a skipOffset: the skip key does nothing before it (the show already
+    /// queued the start: the player reports no second one), and skips after it.
+    @Test func aVASTVideoIsSkippedOnlyAfterItsSkipOffset() throws {
+        let video = TempDir(); defer { video.remove() }
+        try Self.makeVideo(video.file("v.mp4"), seconds: 4)
+        let ads = try VASTTests.AdServer(); defer { ads.stop() }
+        ads.serve("/v.mp4", bytes: Array(try Data(contentsOf: URL(fileURLWithPath: video.file("v.mp4")))))
+        ads["/tag.xml"] = VASTTests.inline(ads.base, id: "vast").replacingOccurrences(
+            of: "<Linear>", with: "<Linear skipoffset=\"00:00:01\">"
+        ).replacingOccurrences(of: "/vast.mp4", with: "/v.mp4")
+        let s = Sandbox(); defer { s.remove() }
+        #expect(s.run(["fetch", ads.base + "/tag.xml"]).status == 0)
+        let bin = s.dir.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: bin + "/adcache", withDestinationPath: Adcache.binary)
+        let socket = s.dir.file("mpv.sock")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.launcher)
+        p.arguments = ["/opt/app/default.png"]
+        p.environment = [
+            "PATH": "\(bin):/usr/bin:/bin", "ADCACHE_DIR": s.cache, "ADCACHE_CONFIG": "/dev/null",
+            "ADCACHE_LAUNCHER_MPV_OPTIONS": "--no-config --vo=null --ao=null --input-ipc-server=\(socket)",
+        ]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        func position() -> Double {
+            guard let answer = Self.ipc(socket, #"{"command":["get_property","time-pos"]}"#),
+                let data = try? JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: Any]
+            else { return 0 }
+            return data["data"] as? Double ?? 0
+        }
+        func wait(until t: Double) {
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline, position() < t { usleep(50_000) }
+        }
+        wait(until: 0.3)
+        _ = Self.ipc(socket, #"{"command":["keypress","s"]}"#)   // before the offset: ignored
+        wait(until: 1.3)
+        #expect(p.isRunning, "still playing after the early skip")
+        _ = Self.ipc(socket, #"{"command":["keypress","s"]}"#)
+        p.waitUntilExit()
+        let stats = try jsonObject(s.run(["stats", "--json"]).stdout)
+        let day = try #require((stats["days"] as? [[String: Any]])?.first)
+        #expect(day["starts"] as? Int == 1, "the show's start only: \(day)")
+        #expect(day["skips"] as? Int == 1 && day["firstQuartiles"] as? Int == 1, "\(day)")
+        #expect(day["midpoints"] as? Int == 0 && day["completes"] as? Int == 0, "\(day)")
+    }
+
     /// An image: `complete` when its countdown ran out.
     @Test func anImageReportsCompleteWhenItsCountdownEnds() throws {
         let kiosk = try Kiosk(

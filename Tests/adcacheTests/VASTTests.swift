@@ -22,6 +22,8 @@ import Testing
     final class AdServer: @unchecked Sendable {
         private let lock = NSLock()
         private var documents: [String: [UInt8]] = [:]
+        /// Serve the documents with an ETag (and 304s), as a static file server.
+        var withValidators = false
         var server: LoopbackServer!
         var base: String { server.baseURL }
 
@@ -44,6 +46,11 @@ import Testing
         func respond(_ r: LoopbackServer.Request) -> LoopbackServer.Response {
             let path = String(r.path.split(separator: "?", maxSplits: 1).first ?? "")
             if let doc = bytes(path) {
+                if withValidators {   // as a static server would: an ETag, a 304 to a match
+                    return .file(
+                        doc, for: r, etag: "\"\(doc.count)-\(doc.reduce(0) { $0 &+ Int($1) })\"",
+                        contentType: "application/xml")
+                }
                 return LoopbackServer.Response(status: 200, headers: [("Content-Type", "application/xml")], body: doc)
             }
             // A wrapped sample, named as on GitHub.
@@ -385,6 +392,30 @@ import Testing
             #expect(device.run(["report"]).status == 0)
             for n in 1...6 { #expect(ads.hits("/err\(n)?") == ["/err\(n)?c=302"], "wrapper \(n): \(ads.hits("/err"))") }
         }
+    }
+
+    /// Wrapped documents are asked for conditionally: a 304 keeps the copy of the last run,
+    /// so a feed that changed elsewhere still has the wrapped ads.
+    @Test func wrappedDocumentsAreAskedForConditionally() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        ads.withValidators = true
+        let b = ads.base
+        ads["/w.xml"] = Self.wrapper(1, to: b + "/in.xml", base: b)
+        ads["/in.xml"] = Self.inline(b, id: "deep")
+        ads["/feed.json"] = #"{"ads":[{"id":"tag","vast":"\#(b)/w.xml"}],"reportUrl":null}"#
+        let device = Device(); defer { device.s.remove() }
+        #expect(device.fetch(b + "/feed.json").status == 0)
+        // The feed changes (so it is read again); the wrapped documents do not.
+        ads["/feed.json"] = #"{"ads":[{"id":"tag","vast":"\#(b)/w.xml","priority":3}]}"#
+        let r = device.fetch(b + "/feed.json")
+        #expect(r.status == 0, "\(r.stderr)")
+        let second = ads.server.log.suffix(3).filter { $0.path.hasSuffix(".xml") }
+        #expect(second.count == 2 && second.allSatisfy { $0.header("If-None-Match") != nil }, "\(second.map(\.path))")
+        let list = try device.listJSON()
+        #expect(list.map { $0["id"] as? String } == ["tag/deep"] && list.first?["priority"] as? Int == 3, "\(list)")
+        #expect(Disk.exists(device.s.cache + "/vast.documents"))
+        #expect(device.run(["clear"]).status == 0)
+        #expect(!Disk.exists(device.s.cache + "/vast.documents"))
     }
 
     @Test func loopsNoFollowAndBrokenWrappers() throws {

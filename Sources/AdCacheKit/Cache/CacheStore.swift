@@ -286,6 +286,7 @@ extension CacheStore {
             }
             uncommittedFile.remove()
             signedFeedFile.remove()
+            dir.file("vast.documents").remove()
             dir.sync(.top)
             var count = 0
             for folder in [CacheDirectory.Folder.assets, .partial] {

@@ -30,6 +30,9 @@ final class Fetcher {
     /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
     /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
     var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
+    /// The wrapped VAST documents kept by the last run, and those this run keeps.
+    lazy var vastDocumentsBefore: [String: VASTDocumentCopy] = Self.loadVASTDocuments(store)
+    var vastDocumentsNow: [String: VASTDocumentCopy] = [:]
     /// Asset body bytes received this run (resumed bytes counted once): the day's count.
     var bytesReceived: Int64 = 0
     /// A 429/503 `Retry-After` of the feed's server this run, remembered even when the feed
@@ -173,6 +176,7 @@ final class Fetcher {
             sweep: !before.ads.isEmpty)
 
         queueVASTReports(feed, results: results, before: before)
+        if download.body != nil { saveVASTDocuments() }   // after a 304 of the feed no tag was read
         report.vastTransientFailures = feed.vastTransientFailures
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.

@@ -66,11 +66,20 @@ extension Fetcher {
             let requests = batch.map { task -> TransferRequest in
                 var r = TransferRequest(url: task.url, destination: .memory, maxBytes: options.maxFeedSize)
                 r.acceptCompressed = true
+                // Conditional, with the validators of the copy kept from an earlier run.
+                r.ifNoneMatch = vastDocumentsBefore[task.url]?.etag
+                r.ifModifiedSince = vastDocumentsBefore[task.url]?.lastModified
                 return r
             }
             var responses = [TransferResponse](repeating: TransferResponse(), count: batch.count)
             TransferEngine(settings: options.transfer).run(requests) { i, r in responses[i] = r }
             for (task, response) in zip(batch, responses) {
+                var response = response
+                if response.notModified, let kept = vastDocumentsBefore[task.url] {
+                    response.body = kept.body
+                    response.error = nil
+                }
+                keepVASTDocument(task.url, response)
                 if let error = response.error {
                     let timeout = [.timedOut, .stalled, .deadline].contains(error)
                     let code: VASTCode = timeout ? .wrapperTimeout : .wrapper
@@ -254,4 +263,69 @@ extension Fetcher {
         guard r.shows == 0, r.lastShown == nil, let urls = r.tracking["notUsed"], !urls.isEmpty else { return [] }
         return [pop.record("notUsed", of: r, at: t, reportUrl: nil)]
     }
+}
+
+/// The wrapped VAST documents of the last run, kept with their validators so that the next
+/// run asks for them conditionally (SPEC §10 *Wrappers*): `vast.documents` in the cache.
+struct VASTDocumentCopy: Sendable {
+    var etag: String?
+    var lastModified: String?
+    var body: [UInt8]
+}
+
+extension Fetcher {
+    /// Keeps a document that answered 200 or 304 with a validator, for the next run.
+    func keepVASTDocument(_ url: String, _ response: TransferResponse) {
+        guard response.error == nil, !response.body.isEmpty else { return }
+        let etag = response.headers["etag"] ?? (response.notModified ? vastDocumentsBefore[url]?.etag : nil)
+        let lastModified =
+            response.headers["last-modified"] ?? (response.notModified ? vastDocumentsBefore[url]?.lastModified : nil)
+        guard etag != nil || lastModified != nil, String(validating: response.body, as: UTF8.self) != nil else {
+            return
+        }
+        vastDocumentsNow[url] = VASTDocumentCopy(etag: etag, lastModified: lastModified, body: response.body)
+    }
+
+    /// `vast.documents` as the last commit wrote it (nothing when absent or damaged).
+    static func loadVASTDocuments(_ store: CacheStore) -> [String: VASTDocumentCopy] {
+        guard let bytes = try? store.vastDocumentsFile.read(limit: 64 << 20),
+            let json = try? JSONValue.parse(bytes), let object = json.objectValue
+        else { return [:] }
+        var out: [String: VASTDocumentCopy] = [:]
+        for (url, value) in object {
+            guard let o = value.objectValue, let body = o["body"]?.stringValue else { continue }
+            out[url] = VASTDocumentCopy(
+                etag: o["etag"]?.stringValue, lastModified: o["lastModified"]?.stringValue, body: Array(body.utf8))
+        }
+        return out
+    }
+
+    /// Writes the documents this run kept (those no feed leads to any more go), after the
+    /// commit; a failure only costs the next run its conditional requests.
+    func saveVASTDocuments() {
+        guard
+            vastDocumentsNow.count != vastDocumentsBefore.count
+                || vastDocumentsNow.contains(where: { vastDocumentsBefore[$0.key]?.body != $0.value.body })
+        else { return }
+        if vastDocumentsNow.isEmpty {
+            store.vastDocumentsFile.remove()
+            return
+        }
+        var w = JSONWriter(indent: nil, capacity: 4096)
+        w.beginObject()
+        for (url, copy) in vastDocumentsNow.sorted(by: { $0.key < $1.key }) {
+            w.key(url)
+            w.beginObject()
+            w.field("body", String(decoding: copy.body, as: UTF8.self))
+            w.field("etag", copy.etag)
+            w.field("lastModified", copy.lastModified)
+            w.endObject()
+        }
+        w.endObject()
+        try? store.vastDocumentsFile.writeAtomically(w.out)
+    }
+}
+
+extension CacheStore {
+    var vastDocumentsFile: CacheFile { dir.file("vast.documents") }
 }
