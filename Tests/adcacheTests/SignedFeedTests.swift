@@ -398,6 +398,13 @@ struct SignedFeedTests {
         r = fleet.run(["fetch", "-", "--signature", sig], stdin: stdinFeed)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(fleet.run(["list"]).lines[1].hasPrefix("b "))
+        // A bare fetch does not read standard input again, signed or not.
+        let bare = Sandbox(); defer { bare.remove() }
+        let b = Adcache.call(
+            ["--config", fleet.conf, "--cache-dir", bare.cache, "fetch", "-", "--signature", sig], stdin: stdinFeed)
+        #expect(b.status == 0, "\(b.stderr)")
+        let again = Adcache.call(["--config", fleet.conf, "--cache-dir", bare.cache, "fetch"])
+        #expect(again.status == 64 && again.stderr.contains("no FEED given"), "\(again.stderr)")
         // Without a key, --signature has nothing to check it with.
         let unsigned = Sandbox(); defer { unsigned.remove() }
         let u = Adcache.call(

@@ -201,7 +201,9 @@ final class Fetcher {
     ) {
         var checked: Verification?
         let result = try withReportStep { () throws -> (String, FeedLocation, FeedSource?, FeedDownload) in
-            guard let feedText = options.feed ?? before.feed?.url else {
+            // A remembered `-` (a signed feed read from standard input keeps its validUntil
+            // there) is no feed a bare fetch can read again.
+            guard let feedText = options.feed ?? before.feed.flatMap({ $0.url == "-" ? nil : $0.url }) else {
                 throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
             }
             let previous = before.feed?.url == feedText ? before.feed : nil
