@@ -635,6 +635,10 @@ import Testing
         #expect(try device.listJSON().map { $0["id"] as? String } == ["signed"])
         #expect((try device.index()["signed"] as? [String: Any])?["serial"] as? Int == 3)
         #expect(ads.hits("/x.xml").isEmpty)
+        let why = try jsonObject(device.run(["why", "--json"]).stdout)
+        let rules = ((why["ads"] as? [[String: Any]])?.first?["rules"] as? [[String: Any]]) ?? []
+        let signature = rules.first { $0["rule"] as? String == "signature" }
+        #expect((signature?["detail"] as? String)?.contains("signed by URL only, not its bytes") == true, "\(rules)")
         // Fetched again (the same bytes): its InLine ad stays, though VAST gives no sha256.
         let again = device.fetch(b + "/signed.xml")
         #expect(again.status == 0, "\(again.stderr)")

@@ -82,7 +82,9 @@ enum SelectionPolicy {
             guard
                 rule(
                     "signature", !frozen,
-                    frozen ? "the signed feed's validUntil has passed" : "its signed feed is still valid")
+                    (frozen ? "the signed feed's validUntil has passed" : "its signed feed is still valid")
+                        + (r.vast != nil && r.sha256 == nil
+                            ? "; a VAST ad: its file is signed by URL only, not its bytes" : ""))
             else { return false }
         }
         if let cap = r.maxShowsPerDay {
