@@ -86,10 +86,13 @@ import Testing
         FileManager.default.createFile(
             atPath: cacheDir + "/partial/" + String(repeating: "b", count: 64) + ".part",
             contents: Data(Media.jpeg(70_000)))
+        // The report server's remembered "not before" (already passed), which report reads.
+        FileManager.default.createFile(
+            atPath: cacheDir + "/report.retry-after", contents: Data("\(server.baseURL) \(Int(now) - 60)\n".utf8))
         let seed = try Self.snapshot(cacheDir)
         for name in [
             "index.json", "index.json.old", "journal", "journal.folding", "events.json", "fetch.lock", "index.lock",
-            "journal.lock",
+            "journal.lock", "report.retry-after",
         ] {
             try #require(seed[name] != nil, "the seed has \(name): \(seed.keys.sorted())")
         }
@@ -124,6 +127,8 @@ import Testing
             attempt("peek") { _ = try c.shown(NextOptions(peek: true))?.json }
             attempt("next") { _ = try c.shown() }
             attempt("stats") { _ = try c.stats() }
+            attempt("why") { _ = try c.why() }
+            if rng.next() % 4 == 0 { attempt("verify") { _ = try c.verify() } }   // it rewrites what it finds damaged
             attempt("prune") { _ = try c.prune(PruneOptions(maxSize: rng.next() % 2 == 0 ? nil : 4_000)) }
             var options = ReportOptions()
             options.timeout = 5
