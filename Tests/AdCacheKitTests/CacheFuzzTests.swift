@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import AdCacheKit
+import AdCacheKit
 
 #if canImport(Glibc)
     import Glibc

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import AdCacheKit
+import AdCacheKit
 
 @Suite struct FileIOTests {
     /// `FileIO.read` reads straight into an array of the file's size: every size round the

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import AdCacheKit
+import AdCacheKit
 
 /// SPEC §9: configuration files, their precedence and their errors.
 @Suite struct ConfigTests {

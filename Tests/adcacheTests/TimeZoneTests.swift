@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import AdCacheKit
+import AdCacheKit
 
 /// `maxShowsPerDay` counts local calendar days through the path `next` really takes (libc's
 /// localtime_r and the process's TZ), so these run the binary with TZ set: a day that is not
