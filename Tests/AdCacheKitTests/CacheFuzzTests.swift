@@ -1,8 +1,7 @@
+import AdCacheKit
 import Foundation
 import TestSupport
 import Testing
-
-import AdCacheKit
 
 #if canImport(Glibc)
     import Glibc

@@ -1,8 +1,7 @@
+import AdCacheKit
 import Foundation
 import TestSupport
 import Testing
-
-import AdCacheKit
 
 @Suite struct FileIOTests {
     /// `FileIO.read` reads straight into an array of the file's size: every size round the

@@ -1,8 +1,7 @@
+import AdCacheKit
 import Foundation
 import TestSupport
 import Testing
-
-import AdCacheKit
 
 /// SPEC §9: configuration files, their precedence and their errors.
 @Suite struct ConfigTests {

@@ -1,8 +1,7 @@
+import AdCacheKit
 import Foundation
 import TestSupport
 import Testing
-
-import AdCacheKit
 
 /// `maxShowsPerDay` counts local calendar days through the path `next` really takes (libc's
 /// localtime_r and the process's TZ), so these run the binary with TZ set: a day that is not
