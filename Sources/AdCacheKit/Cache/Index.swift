@@ -1,6 +1,6 @@
-/// What the index remembers of an ad between runs. `list` derives the states a person sees
-/// (scheduled, expired, exhausted, missing) from these and the clock.
-enum StoredState: String, Sendable {
+/// The state an index record stores (`AdRecord.state`). `list` derives the states a person sees
+/// (`AdState`: scheduled, expired, exhausted, missing…) from it, the clock and the file.
+enum RecordState: String, Sendable {
     /// Known from the feed, asset not (yet) downloaded.
     case pending
     /// Asset downloaded, validated and in `assets/`.
@@ -17,7 +17,7 @@ struct AdRecord: Equatable, Sendable {
     var url: String
     var type: AdType?
     var placement: String
-    var state: StoredState
+    var state: RecordState
     /// The file's name in `assets/` once downloaded.
     var file: String?
     var bytes: Int64?

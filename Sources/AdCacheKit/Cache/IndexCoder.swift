@@ -282,7 +282,7 @@ extension AdRecord {
         /// `forSelection` skips the texts choosing an ad does not need (`takeTexts` brings
         /// them back for the chosen one).
         init(_ s: inout JSONScanner, forSelection: Bool = false) throws {
-            var id: String?, url: String?, state: StoredState?, stateName: String?
+            var id: String?, url: String?, state: RecordState?, stateName: String?
             var r = AdRecord(ad: FeedAd(id: "", url: ""))
             var fault: String?
             try s.object(Self.fields) { s, key in
@@ -298,7 +298,7 @@ extension AdRecord {
                     case .placement: r.placement = try s.string()
                     case .state:
                         stateName = try s.string()
-                        state = StoredState(rawValue: stateName!)
+                        state = RecordState(rawValue: stateName!)
                     case .file: r.file = try s.optString()
                     case .bytes: r.bytes = try s.optInt()
                     case .fileMtime: r.fileMtime = try s.optInt()
