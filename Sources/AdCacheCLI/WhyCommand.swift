@@ -3,6 +3,7 @@ import AdCacheKit
 /// `adcache why [ID]` (SPEC §4).
 enum WhyCommand: Command {
     static let json = Flag("json", "Print one JSON object instead of the explanation.")
+    static let at = Option.time("at", "Explain as of this time (RFC 3339 or Unix seconds).")
 
     static let spec = CommandSpec(
         name: "why",
@@ -10,7 +11,7 @@ enum WhyCommand: Command {
         discussion:
             "Read-only: records nothing and never touches the network. Exit 0, also when nothing is eligible; 65 for an unknown ID.",
         arguments: [("<id>?", "Explain only this ad.")],
-        options: [json, NextCommand.type, NextCommand.placement, NextCommand.cooldown, NextCommand.at]
+        options: [json, NextCommand.type, NextCommand.placement, NextCommand.cooldown, at]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
@@ -21,7 +22,7 @@ enum WhyCommand: Command {
             guard !p.isEmpty else { throw args.usage("option '--placement' needs a name") }
             options.placement = p
         }
-        let report = try context.cache(at: try args.get(NextCommand.at)).why(options, id: args.positionals.first)
+        let report = try context.cache(at: try args.get(at)).why(options, id: args.positionals.first)
         let console = context.console
         if args.has(json) {
             console.out(
