@@ -7,7 +7,7 @@ DESTDIR ?=
 BIN ?= .build/adcache
 DEMO = .build/debug/adcache
 
-.PHONY: all deps build demo test lint format clean bench release order install uninstall deb
+.PHONY: all deps build demo test lint format clean bench release order install uninstall deb record-fields
 
 all: build
 
@@ -80,7 +80,11 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/adcache $(DESTDIR)$(PREFIX)/share/man/man1/adcache.1 \
 		$(BASHDIR)/adcache $(ZSHDIR)/_adcache $(FISHDIR)/adcache.fish
 
-# The Swift code's layout (.swift-format: 4-space indent, 120 columns), and the manual.
+# The Swift code's layout (.swift-# The index record's fields, from their one table (scripts/record-fields.py).
+record-fields:
+	SWIFT=$(SWIFT) python3 scripts/record-fields.py
+
+format: 4-space indent, 120 columns), and the manual.
 SWIFT_SOURCES = Package.swift Sources Tests
 format:
 	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_SOURCES)

@@ -64,21 +64,7 @@ extension AdRecord {
     var feedAd: FeedAd {
         var ad = FeedAd(id: id, url: url)
         ad.type = feedType   // not a sniffed type: the server may swap an image for a video
-        ad.start = start
-        ad.expires = expires
-        ad.maxShows = maxShows
-        ad.maxShowsPerDay = maxShowsPerDay
-        ad.minInterval = minInterval
-        ad.duration = duration
-        ad.priority = priority
-        ad.placement = placement
-        ad.clickUrl = clickUrl
-        ad.sha256 = sha256
-        ad.meta = meta
-        ad.weight = weight
-        ad.schedule = schedule
-        ad.tracking = tracking
-        ad.vast = vast
+        giveFeedFields(to: &ad)
         return ad
     }
 }

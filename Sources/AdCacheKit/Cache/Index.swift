@@ -97,21 +97,7 @@ struct AdRecord: Equatable, Sendable {
         if state == .withdrawn { state = file == nil ? .pending : .ready }
         if let t = ad.type { type = t }
         feedType = ad.type
-        placement = ad.placement
-        sha256 = ad.sha256
-        start = ad.start
-        expires = ad.expires
-        maxShows = ad.maxShows
-        maxShowsPerDay = ad.maxShowsPerDay
-        minInterval = ad.minInterval
-        duration = ad.duration
-        priority = ad.priority
-        clickUrl = ad.clickUrl
-        meta = ad.meta
-        weight = ad.weight
-        schedule = ad.schedule
-        tracking = ad.tracking
-        vast = ad.vast
+        takeFeedFields(of: ad)   // the rest, as the table in scripts/record-fields.py lists them
     }
 
     /// Forgets an earlier failure for good (the asset now downloaded, or changed).
@@ -121,23 +107,6 @@ struct AdRecord: Equatable, Sendable {
         retryAt = nil
         failedEtag = nil
         failedLastModified = nil
-    }
-
-    /// The texts a selection read skips (`IndexCoder.decode(_:forSelection:)`), from the
-    /// same record read whole.
-    mutating func takeTexts(of whole: AdRecord) {
-        url = whole.url
-        etag = whole.etag
-        lastModified = whole.lastModified
-        sha256 = whole.sha256
-        fileSha256 = whole.fileSha256
-        clickUrl = whole.clickUrl
-        error = whole.error
-        failedFor = whole.failedFor
-        failedEtag = whole.failedEtag
-        failedLastModified = whole.failedLastModified
-        meta = whole.meta
-        tracking = whole.tracking
     }
 
     /// Drops what described the cached file (it is gone or no longer this ad's).

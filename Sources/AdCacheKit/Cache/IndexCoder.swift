@@ -269,102 +269,21 @@ extension AdRecord {
         /// How warnings name the record.
         var name: String { record.id.isEmpty ? "an ad without an id" : "ad '\(record.id)'" }
 
-        /// The keys of a record as `write` writes them.
-        enum Field: String, CaseIterable, Sendable {
-            case id, url, type, placement, state, file, bytes, fileMtime, sha256, fileSha256, etag, lastModified
-            case start, expires, maxShows, maxShowsPerDay, minInterval, duration, priority, clickUrl, meta
-            case shows, lastShown, lastShowSeq, showDay, showsOnDay, error, weight, failures, freshUntil
-            case feedType, failedFor, retryAt, failedEtag, failedLastModified, picks, pickEpoch, tracking
-            case hours, days, vast
-        }
-        static let fields = JSONKeyTable<Field>()
-
         /// `forSelection` skips the texts choosing an ad does not need (`takeTexts` brings
         /// them back for the chosen one).
         init(_ s: inout JSONScanner, forSelection: Bool = false) throws {
-            var id: String?, url: String?, state: RecordState?, stateName: String?
+            var id: String?, url: String?, stateName: String?
             var r = AdRecord(ad: FeedAd(id: "", url: ""))
             var fault: String?
             try s.object(Self.fields) { s, key in
+                guard let key else { return try s.skip() }
                 let ok = try s.lenient { s -> Bool in
-                    switch key {
-                    case .id: id = try s.string()
-                    case .url: if forSelection { try s.skip(); url = "" } else { url = try s.string() }
-                    case .type:
-                        if let name = try s.optString() {
-                            guard let t = AdType(rawValue: name) else { return false }
-                            r.type = t
-                        }
-                    case .placement: r.placement = try s.string()
-                    case .state:
-                        stateName = try s.string()
-                        state = RecordState(rawValue: stateName!)
-                    case .file: r.file = try s.optString()
-                    case .bytes: r.bytes = try s.optInt()
-                    case .fileMtime: r.fileMtime = try s.optInt()
-                    case .sha256: if forSelection { try s.skip() } else { r.sha256 = try s.optString() }
-                    case .fileSha256: if forSelection { try s.skip() } else { r.fileSha256 = try s.optString() }
-                    case .etag: if forSelection { try s.skip() } else { r.etag = try s.optString() }
-                    case .lastModified: if forSelection { try s.skip() } else { r.lastModified = try s.optString() }
-                    case .start: r.start = try s.optDouble()
-                    case .expires: r.expires = try s.optDouble()
-                    case .maxShows: r.maxShows = try s.optInt()
-                    case .maxShowsPerDay: r.maxShowsPerDay = try s.optInt()
-                    case .minInterval: r.minInterval = try s.optInt()
-                    case .duration: r.duration = Int(try s.int())
-                    case .priority: r.priority = try s.int()
-                    case .clickUrl: if forSelection { try s.skip() } else { r.clickUrl = try s.optString() }
-                    case .meta:
-                        if forSelection { try s.skip() } else { r.meta = try s.null() ? nil : s.value() }
-                    case .shows: r.shows = try s.int()
-                    case .lastShown: r.lastShown = try s.optDouble()
-                    case .lastShowSeq: r.lastShowSeq = try s.optInt()
-                    case .showDay: r.showDay = try s.optInt().map(Int.init)
-                    case .showsOnDay: r.showsOnDay = try s.optInt()
-                    case .error: if forSelection { try s.skip() } else { r.error = try s.optString() }
-                    case .weight: r.weight = try s.int()
-                    case .failures: r.failures = try s.optInt()
-                    case .freshUntil: r.freshUntil = try s.optDouble()
-                    case .feedType:
-                        if let name = try s.optString() {
-                            guard let t = AdType(rawValue: name) else { return false }
-                            r.feedType = t
-                        }
-                    case .failedFor: if forSelection { try s.skip() } else { r.failedFor = try s.optString() }
-                    case .retryAt: r.retryAt = try s.optDouble()
-                    case .failedEtag: if forSelection { try s.skip() } else { r.failedEtag = try s.optString() }
-                    case .failedLastModified:
-                        if forSelection { try s.skip() } else { r.failedLastModified = try s.optString() }
-                    case .picks: r.picks = try s.optInt()
-                    case .pickEpoch: r.pickEpoch = try s.optInt()
-                    case .vast:
-                        var v = VASTFields()
-                        try s.object { s, key in
-                            switch key {
-                            case "skipOffset": v.skipOffset = try s.optDouble()
-                            case "adServingId": v.adServingId = try s.optString()
-                            case "universalAdId": v.universalAdId = try s.optString()
-                            default: try s.skip()
-                            }
-                        }
-                        r.vast = v
-                    case .tracking where forSelection: try s.skip()
-                    case .tracking:
-                        var tracking: [String: [String]] = [:]
-                        try s.object { s, event in tracking[event] = try s.strings() }
-                        r.tracking = tracking
-                    case .hours:
-                        guard let windows = Schedule.windows(try s.strings()) else { return false }
-                        r.schedule.windows = windows
-                    case .days:
-                        guard let mask = Schedule.dayMask(try s.strings()) else { return false }
-                        r.schedule.days = mask
-                    case nil: try s.skip()
-                    }
-                    return true
+                    try Self.read(
+                        key, &s, into: &r, forSelection: forSelection, id: &id, url: &url, stateName: &stateName)
                 }
-                if ok != true, fault == nil, let key { fault = "its \"\(key.rawValue)\" is not a value adcache writes" }
+                if ok != true, fault == nil { fault = "its \"\(key.rawValue)\" is not a value adcache writes" }
             }
+            let state = stateName.flatMap(RecordState.init(rawValue:))
             r.id = id ?? ""
             r.url = url ?? ""
             r.state = state ?? .pending
@@ -422,61 +341,4 @@ extension AdRecord {
         return nil
     }
 
-    func write(_ w: inout JSONWriter) {
-        w.beginObject()
-        w.field("bytes", bytes)
-        w.field("clickUrl", clickUrl)
-        w.field("duration", duration)
-        w.field("error", error)
-        w.field("etag", etag)
-        w.field("expires", expires)
-        w.field("file", file)
-        w.field("fileMtime", fileMtime)
-        w.field("failedEtag", failedEtag)
-        w.field("failedFor", failedFor)
-        w.field("failedLastModified", failedLastModified)
-        w.field("failures", failures)
-        w.field("feedType", feedType?.rawValue)
-        w.field("fileSha256", fileSha256)
-        w.field("freshUntil", freshUntil)
-        w.field("hours", schedule.hoursText)
-        w.field("days", schedule.daysText)
-        w.field("id", id)
-        w.field("lastModified", lastModified)
-        w.field("lastShowSeq", lastShowSeq)
-        w.field("lastShown", lastShown)
-        w.field("maxShows", maxShows)
-        w.field("maxShowsPerDay", maxShowsPerDay)
-        w.field("meta", meta)
-        w.field("minInterval", minInterval)
-        w.field("pickEpoch", pickEpoch)
-        w.field("picks", picks)
-        w.field("placement", placement)
-        w.field("priority", priority)
-        w.field("retryAt", retryAt)
-        w.field("sha256", sha256)
-        w.field("showDay", showDay)
-        w.field("shows", shows)
-        w.field("showsOnDay", showsOnDay)
-        w.field("start", start)
-        w.field("state", state.rawValue)
-        if !tracking.isEmpty {
-            w.key("tracking")
-            w.beginObject()
-            for (event, urls) in tracking.sorted(by: { $0.key < $1.key }) { w.field(event, urls) }
-            w.endObject()
-        }
-        w.field("type", type?.rawValue)
-        w.field("url", url)
-        if let vast {
-            w.key("vast")
-            w.beginObject()
-            w.field("adServingId", vast.adServingId)
-            w.field("skipOffset", vast.skipOffset)
-            w.field("universalAdId", vast.universalAdId)
-            w.endObject()
-        }
-        if weight != 1 { w.field("weight", weight) }
-        w.endObject()
-    }
 }
