@@ -22,6 +22,14 @@ struct LauncherPlaybackTests {
         try #require(r.status == 0 && Disk.exists(path), "mpv could not encode: \(r.stderr)")
     }
 
+    /// The bytes of such a video.
+    static func video(seconds: Int) throws -> [UInt8] {
+        let dir = TempDir()
+        defer { dir.remove() }
+        try makeVideo(dir.file("v.mp4"), seconds: seconds)
+        return Array(try Data(contentsOf: URL(fileURLWithPath: dir.file("v.mp4"))))
+    }
+
     struct Kiosk {
         let s = Sandbox()
         let bin: String
@@ -48,9 +56,7 @@ struct LauncherPlaybackTests {
     }
 
     @Test func aVideoPlayedToItsEndReportsStartTheQuartilesAndComplete() throws {
-        let video = TempDir(); defer { video.remove() }
-        try Self.makeVideo(video.file("v.mp4"), seconds: 4)
-        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: video.file("v.mp4"))))
+        let bytes = try Self.video(seconds: 4)
         let kiosk = try Kiosk(feed: #"[{"id":"clip","url":"v.mp4","type":"video"}]"#, files: ["v.mp4": bytes])
         defer { kiosk.s.remove() }
         let started = Date()
@@ -66,9 +72,7 @@ struct LauncherPlaybackTests {
 
     /// The skip key after under a second: start and skip, no quartile, no complete.
     @Test func aSkippedVideoReportsStartAndSkipOnly() throws {
-        let video = TempDir(); defer { video.remove() }
-        try Self.makeVideo(video.file("v.mp4"), seconds: 4)
-        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: video.file("v.mp4"))))
+        let bytes = try Self.video(seconds: 4)
         var kiosk = try Kiosk(feed: #"[{"id":"clip","url":"v.mp4","type":"video"}]"#, files: ["v.mp4": bytes])
         defer { kiosk.s.remove() }
         let socket = kiosk.s.dir.file("mpv.sock")
@@ -106,10 +110,8 @@ struct LauncherPlaybackTests {
     /// A VAST video with a skipOffset: the skip key does nothing before it (the show already
     /// queued the start: the player reports no second one), and skips after it.
     @Test func aVASTVideoIsSkippedOnlyAfterItsSkipOffset() throws {
-        let video = TempDir(); defer { video.remove() }
-        try Self.makeVideo(video.file("v.mp4"), seconds: 4)
         let ads = try VASTTests.AdServer(); defer { ads.stop() }
-        ads.serve("/v.mp4", bytes: Array(try Data(contentsOf: URL(fileURLWithPath: video.file("v.mp4")))))
+        ads.serve("/v.mp4", bytes: try Self.video(seconds: 4))
         ads["/tag.xml"] = VASTTests.inline(ads.base, id: "vast").replacingOccurrences(
             of: "<Linear>", with: "<Linear skipoffset=\"00:00:01\">"
         ).replacingOccurrences(of: "/vast.mp4", with: "/v.mp4")
