@@ -259,3 +259,19 @@ public func httpDate(_ t: Double) -> String {
     f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
     return f.string(from: Date(timeIntervalSince1970: t))
 }
+
+/// A value a server's handler reads while the test changes it, or threads add to.
+public final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    public init(_ value: Value) { stored = value }
+
+    public var value: Value {
+        get { lock.lock(); defer { lock.unlock() }; return stored }
+        set { lock.lock(); stored = newValue; lock.unlock() }
+    }
+
+    /// A read-modify-write under the lock (`value.append` through the property would race).
+    public func update(_ body: (inout Value) -> Void) { lock.lock(); body(&stored); lock.unlock() }
+}

@@ -11,7 +11,7 @@ import Testing
     /// once the time has passed, a success clears it.
     @Test(arguments: [(503, "120"), (429, "date")])
     func aServerThatAsksToWaitIsLeftAlone(_ status: Int, _ after: String) throws {
-        let answer = ProtectedStatus()
+        let answer = Locked<(Int, String)?>(nil)
         let jpeg = Media.jpeg()
         let server = try LoopbackServer { r in
             if r.path == "/feed.json", let (code, header) = answer.value {
@@ -48,7 +48,7 @@ import Testing
 
     /// At most a day is remembered; a time further ahead (a clock that jumped) is forgotten.
     @Test func theWaitIsCappedAtADay() throws {
-        let asked = ProtectedStatus()
+        let asked = Locked<(Int, String)?>(nil)
         asked.value = (503, "999999")
         let server = try LoopbackServer { r in
             if let (code, header) = asked.value {
@@ -73,7 +73,7 @@ import Testing
     /// `report` remembers its server's 503 Retry-After the same way: no request to that
     /// origin until then (the events stay queued, exit 75); afterwards they are delivered.
     @Test func theReportServerIsLeftAloneToo() throws {
-        let busy = ProtectedStatus()
+        let busy = Locked<(Int, String)?>(nil)
         let server = try LoopbackServer { r in
             if r.path == "/feed.json" {
                 let host = r.header("host") ?? ""
@@ -120,16 +120,6 @@ import Testing
         let t = Double(text[Range(match.range(at: 2), in: text)!])! + seconds
         text.replaceSubrange(Range(match.range(at: 2), in: text)!, with: String(Int64(t)))
         try text.write(toFile: path, atomically: true, encoding: .utf8)
-    }
-}
-
-/// A value the server's handler reads while the test changes it.
-final class ProtectedStatus: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _value: (Int, String)?
-    var value: (Int, String)? {
-        get { lock.lock(); defer { lock.unlock() }; return _value }
-        set { lock.lock(); _value = newValue; lock.unlock() }
     }
 }
 

@@ -67,6 +67,11 @@ import Testing
             }
             if path.hasPrefix("/missing") { return .text(404, "no") }
             if path.hasPrefix("/broken") { return .text(500, "no") }
+            if path.hasPrefix("/slow") {   // no byte for three seconds: past a --timeout of 1
+                var r = LoopbackServer.Response.text(200, "late")
+                r.delay = 3
+                return r
+            }
             if path.hasSuffix(".mp4") {
                 let seed = UInt8(truncatingIfNeeded: path.count)
                 return .file(Media.mp4(4096 + path.count, seed: seed), for: r, etag: "\"\(path.count)\"")
@@ -456,6 +461,23 @@ import Testing
         #expect(ads.hits("/root-err?") == ["/root-err?c=303"], "the empty document's own Error")
     }
 
+    /// Timeouts have codes of their own: a wrapped document that does not answer in time is
+    /// 301 to its wrapper's Error URL, a media file 402 to the ad's; both are transient (75).
+    @Test func timeoutsAreReportedAs301And402() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        ads["/w.xml"] = Self.wrapper(1, to: b + "/slow.xml", base: b)
+        ads["/in.xml"] = Self.inline(b, id: "late").replacingOccurrences(of: "/late.mp4", with: "/slow.mp4")
+            .replacingOccurrences(of: "<Impression>", with: "<Error>\(b)/err-media?c=[ERRORCODE]</Error><Impression>")
+        ads["/feed.json"] = #"{"ads":[{"id":"w","vast":"\#(b)/w.xml"},{"id":"m","vast":"\#(b)/in.xml"}]}"#
+        let device = Device("timeout = 1\nretries = 0\n"); defer { device.s.remove() }
+        let r = device.fetch(b + "/feed.json")
+        #expect(r.status == 75, "\(r.stderr)")
+        #expect(device.run(["report"]).status == 0)
+        #expect(ads.hits("/err1?") == ["/err1?c=301"], "\(ads.hits("/err"))")
+        #expect(ads.hits("/err-media?") == ["/err-media?c=402"], "\(ads.hits("/err"))")
+    }
+
     /// An ad never shown whose feed withdraws it queues its notUsed once; a shown one none.
     @Test func notUsedIsQueuedOnceForANeverShownAd() throws {
         let ads = try AdServer(); defer { ads.stop() }
@@ -584,17 +606,17 @@ import Testing
         #expect(killed.status != 0, "\(point): \(killed.stderr)")
         // Twenty launches at once, whatever generation the index is.
         let group = DispatchGroup()
-        let statuses = StatusBox()
+        let statuses = Locked<[Int32]>([])
         for _ in 0..<20 {
             group.enter()
             DispatchQueue.global().async {
                 let r = Adcache.run(["--config", device.conf, "--cache-dir", device.s.cache, "next"])
-                statuses.add(r.status)
+                statuses.update { $0.append(r.status) }
                 group.leave()
             }
         }
         group.wait()
-        #expect(statuses.all.allSatisfy { $0 == 0 }, "\(statuses.all)")
+        #expect(statuses.value.allSatisfy { $0 == 0 }, "\(statuses.value)")
         let r = device.fetch(b + "/w.xml")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try device.listJSON().map { $0["id"] as? String ?? "" }.sorted() == ["one", "two"])
@@ -644,12 +666,4 @@ import Testing
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try device.listJSON().map { $0["id"] as? String } == ["signed"], "\(again.stderr)")
     }
-}
-
-/// Exit codes gathered from threads.
-final class StatusBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [Int32] = []
-    func add(_ v: Int32) { lock.lock(); values.append(v); lock.unlock() }
-    var all: [Int32] { lock.lock(); defer { lock.unlock() }; return values }
 }

@@ -35,7 +35,7 @@ extension Selector {
         }
         let t = moment.resolve(index)
         let local = Time.local(t)
-        let frozen = index.feed?.validUntil.map { $0 <= t }
+        let frozen = index.feed?.validUntil == nil ? nil : index.frozen(at: t)   // nil: not a signed feed
         var report = WhyReport(chosen: nil, reason: "")
         for r in index.ads where id == nil || r.id == id {
             var rules: [WhyReport.Rule] = []
