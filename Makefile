@@ -83,11 +83,11 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/adcache $(DESTDIR)$(PREFIX)/share/man/man1/adcache.1 \
 		$(BASHDIR)/adcache $(ZSHDIR)/_adcache $(FISHDIR)/adcache.fish
 
-# The Swift code's layout (.swift-# The index record's fields, from their one table (scripts/record-fields.py).
+# The index record's fields, from their one table (scripts/record-fields.py).
 record-fields:
 	SWIFT=$(SWIFT) python3 scripts/record-fields.py
 
-format: 4-space indent, 120 columns), and the manual.
+# The Swift code's layout (.swift-format: 4-space indent, 120 columns), and the manual.
 SWIFT_SOURCES = Package.swift Sources Tests
 format:
 	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_SOURCES)

@@ -35,6 +35,21 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
     }
 }
 
+@Suite struct MakefileTests {
+    /// Every target the Makefile declares parses and has its recipe (a dry run runs nothing): a
+    /// comment pasted into a recipe line once made `make format` a rule needing a file "4-space".
+    @Test func everyDeclaredTargetHasARecipeMakeCanRead() throws {
+        let makefile = try String(contentsOfFile: packageRoot + "/Makefile", encoding: .utf8)
+        let phony = try #require(makefile.split(separator: "\n").first { $0.hasPrefix(".PHONY:") })
+        let targets = phony.dropFirst(".PHONY:".count).split(separator: " ").map(String.init)
+        #expect(targets.contains("format") && targets.contains("test") && targets.count >= 10)
+        for target in targets {
+            let dry = sh("/usr/bin/make", ["-n", target], cwd: packageRoot)
+            #expect(dry.status == 0, "make -n \(target): \(dry.stderr)")
+        }
+    }
+}
+
 @Suite struct CompletionTests {
     func script(_ shell: String) throws -> String {
         let dir = TempDir()
