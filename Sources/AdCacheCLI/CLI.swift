@@ -13,6 +13,8 @@ import AdCacheKit
 
 /// A subcommand: its interface and what it does.
 protocol Command: Sendable {
+    /// The word that runs it; a launch finds `next` by it without building every spec.
+    static var name: String { get }
     static var spec: CommandSpec { get }
     /// Runs with parsed arguments; returns the exit code.
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode
@@ -93,6 +95,22 @@ public enum CLI {
 
     static var specs: [CommandSpec] { commands.map { $0.spec } }
 
+    /// The environment variables adcache reads (the manual's ENVIRONMENT; libcurl reads the
+    /// proxy variables itself): `main.swift` passes only these, read with getenv(3), rather
+    /// than decoding the whole environment at every launch.
+    public static let environmentNames = [
+        "ADCACHE_DIR", "ADCACHE_CONFIG", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME", "NO_COLOR", "TERM",
+    ]
+
+    /// The process's values of `environmentNames`.
+    public static func processEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        for name in environmentNames {
+            if let value = getenv(name) { environment[name] = String(cString: value) }
+        }
+        return environment
+    }
+
     static let version = Flag("version", "Show the version.")
 
     static let root = CommandSpec(
@@ -133,7 +151,7 @@ public enum CLI {
                 }
                 throw UsageError(message: "no command given", hint: "see 'adcache --help'")
             }
-            guard let command = commands.first(where: { $0.spec.name == name }) else {
+            guard let command = commands.first(where: { $0.name == name }) else {
                 let guess = ArgumentParser.nearest(name, among: specs.map { $0.name })
                 throw UsageError(
                     message: "unknown command '\(name)'",
@@ -188,8 +206,9 @@ public enum CLI {
 
 /// `adcache help [COMMAND]`.
 enum HelpCommand: Command {
+    static let name = "help"
     static let spec = CommandSpec(
-        name: "help",
+        name: name,
         abstract: "Show help for a command.",
         arguments: [("<command>?", "The command to explain.")]
     )

@@ -4,8 +4,9 @@ import AdCacheKit
 enum ClearCommand: Command {
     static let events = Flag("events", "Also drop the proof-of-play queue and counts (kept otherwise).")
 
+    static let name = "clear"
     static let spec = CommandSpec(
-        name: "clear", abstract: "Remove every cached ad and file (the directory stays).",
+        name: name, abstract: "Remove every cached ad and file (the directory stays).",
         discussion: "The queued proof-of-play events and the counts stay (they are billing data) unless asked.",
         options: [events])
 

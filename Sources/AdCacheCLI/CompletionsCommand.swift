@@ -3,8 +3,9 @@ import AdCacheKit
 /// `adcache completions bash|zsh|fish`: shell completion scripts, generated from the same
 /// command specs as the help, so they never drift from the options the binary accepts.
 enum CompletionsCommand: Command {
+    static let name = "completions"
     static let spec = CommandSpec(
-        name: "completions",
+        name: name,
         abstract: "Print a shell completion script (bash, zsh or fish).",
         discussion:
             "bash: source <(adcache completions bash); zsh: adcache completions zsh > \"${fpath[1]}/_adcache\"; fish: adcache completions fish > ~/.config/fish/completions/adcache.fish",

@@ -4,8 +4,9 @@ import AdCacheKit
 enum ConfigCommand: Command {
     static let showOrigin = Flag("show-origin", "Say where each setting comes from, as git config does.")
 
+    static let name = "config"
     static let spec = CommandSpec(
-        name: "config",
+        name: name,
         abstract: "Print the effective settings, one 'key = value' a line.",
         discussion:
             "Every setting that has a value, set or default, sorted by key. Files: /etc/adcache.conf, then $XDG_CONFIG_HOME/adcache/config (else ~/.config/adcache/config); --config FILE or ADCACHE_CONFIG=FILE reads FILE instead.",

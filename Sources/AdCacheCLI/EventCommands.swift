@@ -10,8 +10,9 @@ import AdCacheKit
 enum EventCommand: Command {
     static let at = Option.time("at", "Date the event at this time (RFC 3339 or Unix seconds) instead of now.")
 
+    static let name = "event"
     static let spec = CommandSpec(
-        name: "event",
+        name: name,
         abstract: "Record that an ad was clicked, skipped or played to its end, and queue its trackers.",
         discussion:
             "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile (impressions are recorded by 'adcache next'). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id.",
@@ -46,8 +47,9 @@ enum ReportCommand: Command {
         default: "30")
     static let json = Flag("json", "Print {\"delivered\", \"pending\", \"dropped\"} for this run as JSON.")
 
+    static let name = "report"
     static let spec = CommandSpec(
-        name: "report",
+        name: name,
         abstract: "Deliver the queued proof-of-play events now (what fetch does first).",
         discussion:
             "Exit 0 when the queue is empty afterwards, 75 when deliveries remain for a later run (network, timeouts, 408, 429, 5xx).",
@@ -94,8 +96,9 @@ enum StatsCommand: Command {
     static let since = Option.time("since", "From this time's local day on (wins over --days).")
     static let days = Option.integer("days", "The last <n> local days, today included.", range: 1...90, default: "30")
 
+    static let name = "stats"
     static let spec = CommandSpec(
-        name: "stats",
+        name: name,
         abstract: "Proof of play: shows, clicks, skips and completes per ad and day, and the event queue.",
         discussion: "Counts are kept 90 days, also for ads gone from the feed. Reads only.",
         options: [json, since, days]

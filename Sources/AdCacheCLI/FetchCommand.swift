@@ -64,8 +64,9 @@ enum FetchCommand: Command {
     static let noReport = Flag(
         "no-report", "Do not deliver the queued proof-of-play events (after the feed, before the assets).")
 
+    static let name = "fetch"
     static let spec = CommandSpec(
-        name: "fetch",
+        name: name,
         abstract: "Download the ad feed and the asset of every ad that has not expired.",
         discussion:
             "Assets already cached are revalidated, not downloaded again; interrupted downloads resume. Exit 75 when the feed was read but some asset failed (the rest is committed); 69 when the feed cannot be fetched (the cache is unchanged). With a feed key configured (feed-key, feed-keys-dir), only a feed signed by one of the keys is accepted: <feed>.minisig is fetched after it; a refused feed is exit 65.",

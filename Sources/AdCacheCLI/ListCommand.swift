@@ -11,7 +11,8 @@ enum ListCommand: Command {
     static let json = Flag("json", "Print a JSON array of ads.")
     static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds).")
 
-    static let spec = CommandSpec(name: "list", abstract: "Show the cached ads and their states.", options: [json, at])
+    static let name = "list"
+    static let spec = CommandSpec(name: name, abstract: "Show the cached ads and their states.", options: [json, at])
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals()

@@ -18,8 +18,9 @@ enum NextCommand: Command {
         default: "none")
     static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds), and date the show at it.")
 
+    static let name = "next"
     static let spec = CommandSpec(
-        name: "next",
+        name: name,
         abstract: "Print the cached asset this launch shows, and record the show.",
         discussion:
             "Never touches the network. Exit 1 with nothing on stdout when no ad is eligible (unless --fallback is given).",

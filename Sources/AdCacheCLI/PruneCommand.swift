@@ -8,8 +8,9 @@ enum PruneCommand: Command {
     static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds).")
     static let json = Flag("json", "Print the report as JSON.")
 
+    static let name = "prune"
     static let spec = CommandSpec(
-        name: "prune",
+        name: name,
         abstract: "Delete expired, used-up and withdrawn ads, unknown files and stale downloads.",
         options: [maxSize, dryRun, at, json]
     )

@@ -4,8 +4,9 @@ import AdCacheKit
 enum VerifyCommand: Command {
     static let json = Flag("json", "Print one JSON object instead of the summary.")
 
+    static let name = "verify"
     static let spec = CommandSpec(
-        name: "verify",
+        name: name,
         abstract: "Check every cached file's size and SHA-256; set damaged files aside for the next fetch.",
         discussion:
             "A damaged file is moved aside as assets/<name>.bad-<time> (removed by the next prune) and its ad is missing until the next fetch downloads it again. Never touches the network. Exit 0 when all is well, 65 when a file was damaged or missing.",

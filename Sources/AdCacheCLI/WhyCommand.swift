@@ -5,8 +5,9 @@ enum WhyCommand: Command {
     static let json = Flag("json", "Print one JSON object instead of the explanation.")
     static let at = Option.time("at", "Explain as of this time (RFC 3339 or Unix seconds).")
 
+    static let name = "why"
     static let spec = CommandSpec(
-        name: "why",
+        name: name,
         abstract: "Explain the choice 'next' would make now: every rule per ad, and why the chosen ad won.",
         discussion:
             "Read-only: records nothing and never touches the network. Exit 0, also when nothing is eligible; 65 for an unknown ID.",

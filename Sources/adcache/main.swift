@@ -11,4 +11,4 @@ import AdCacheCLI
     import Darwin
 #endif
 
-exit(CLI.run(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment, io: .standard))
+exit(CLI.run(Array(CommandLine.arguments.dropFirst()), environment: CLI.processEnvironment(), io: .standard))

@@ -2,6 +2,8 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AdCacheCLI
+
 @Suite struct ManPageTests {
     let manPath = packageRoot + "/man/adcache.1"
 
@@ -47,5 +49,31 @@ import Testing
         for code in [0, 1, 64, 65, 69, 70, 73, 74, 75] {
             #expect(man.contains(".It \(code)\n"), "exit status \(code)")
         }
+    }
+
+    /// A launch passes the CLI only the variables `CLI.environmentNames` lists (read with
+    /// getenv): every variable the sources read must be listed there, or it would silently
+    /// never be set, and each is in the manual's ENVIRONMENT.
+    @Test func documentsEveryEnvironmentVariableTheCommandLineReads() throws {
+        let man = try String(contentsOfFile: manPath, encoding: .utf8)
+        let section = try #require(
+            man.components(separatedBy: ".Sh ENVIRONMENT\n").last?.components(separatedBy: ".Sh ").first)
+        for name in CLI.environmentNames {
+            #expect(section.contains(".It Ev \(name)\n"), "\(name) is not in ENVIRONMENT")
+        }
+        let sources = try FileManager.default.subpathsOfDirectory(atPath: packageRoot + "/Sources").filter {
+            $0.hasSuffix(".swift")
+        }
+        var read = Set<String>()
+        for file in sources {
+            let text = try String(contentsOfFile: packageRoot + "/Sources/" + file, encoding: .utf8)
+            for part in text.components(separatedBy: "environment[\"").dropFirst() {
+                read.insert(String(part.prefix { $0 != "\"" }))
+            }
+        }
+        #expect(read.count >= 5, "\(read)")
+        #expect(
+            read.subtracting(CLI.environmentNames).isEmpty,
+            "read but not passed: \(read.subtracting(CLI.environmentNames))")
     }
 }
