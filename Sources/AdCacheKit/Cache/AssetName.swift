@@ -25,12 +25,19 @@ enum AssetName {
 
     /// True for `<64 lowercase hex>[-<1–16 of [0-9a-z]>].<1–8 of [0-9a-z]>` and nothing else.
     static func isValid(_ name: String) -> Bool {
-        let b = Array(name.utf8)
+        var name = name   // a native string's bytes in place (a launch checks each record's file)
+        return name.withUTF8(isValid)
+    }
+
+    private static func isValid(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard b.count >= 66, b.count <= 64 + 17 + 9 else { return false }
         func lowerHex(_ c: UInt8) -> Bool { (48...57).contains(c) || (97...102).contains(c) }
         func alnum(_ c: UInt8) -> Bool { (48...57).contains(c) || (97...122).contains(c) }
-        guard b[0..<64].allSatisfy(lowerHex) else { return false }
-        var i = 64
+        var i = 0
+        while i < 64 {
+            guard lowerHex(b[i]) else { return false }
+            i += 1
+        }
         if b[i] == UInt8(ascii: "-") {
             let start = i + 1
             i = start
@@ -38,8 +45,10 @@ enum AssetName {
             guard (1...16).contains(i - start) else { return false }
         }
         guard i < b.count, b[i] == UInt8(ascii: ".") else { return false }
-        let ext = b[(i + 1)...]
-        return (1...8).contains(ext.count) && ext.allSatisfy(alnum)
+        let ext = i + 1
+        guard (1...8).contains(b.count - ext) else { return false }
+        for k in ext..<b.count where !alnum(b[k]) { return false }
+        return true
     }
 
     /// The URL hash a valid name starts with.

@@ -93,24 +93,32 @@ enum IndexCoder {
                             return RetryAfter(origin: String(parts[0]), until: t)
                         } ?? nil
                 case "ads":
-                    var ids = Set<String>()
+                    // Room for as many records as the bytes can hold (one is at least 256 bytes
+                    // as adcache writes it): a 10,000-ad index is read without the array being
+                    // copied as it grows, and pages reserved but not needed are never touched.
+                    let room = bytes.count / 256
+                    decoded.index.ads.reserveCapacity(room)
+                    if forSelection { decoded.ranges.reserveCapacity(room) }
+                    var ids = Set<String>(minimumCapacity: room)
                     try s.array { s in
                         let start = s.position()
-                        var record = try AdRecord.Decoded(&s, forSelection: forSelection)
+                        decoded.index.ads.append(AdRecord.Decoded.blank)
+                        let last = decoded.index.ads.count - 1
+                        var (fault, fileFault) = try AdRecord.Decoded.read(
+                            &s, into: &decoded.index.ads[last], forSelection: forSelection)
                         let end = s.position()
-                        if record.fault == nil, !ids.insert(record.record.id).inserted {
-                            record.fault = "an earlier record has the same id"
-                        }
-                        if let fault = record.fault {
-                            decoded.repair(record.record.id, "dropped the record of \(record.name): \(fault)")
+                        let id = decoded.index.ads[last].id
+                        if fault == nil, !ids.insert(id).inserted { fault = "an earlier record has the same id" }
+                        if let fault {
+                            decoded.index.ads.removeLast()
+                            decoded.repair(id, "dropped the record of \(AdRecord.Decoded.name(of: id)): \(fault)")
                             return
                         }
-                        if let fault = record.fileFault {
-                            decoded.repair(record.record.id, "\(record.name) loses its file: \(fault)")
-                            record.record.forgetFile()
-                            if record.record.state == .ready { record.record.state = .pending }
+                        if let fileFault {
+                            decoded.repair(id, "\(AdRecord.Decoded.name(of: id)) loses its file: \(fileFault)")
+                            decoded.index.ads[last].forgetFile()
+                            if decoded.index.ads[last].state == .ready { decoded.index.ads[last].state = .pending }
                         }
-                        decoded.index.ads.append(record.record)
                         if forSelection { decoded.ranges.append(start..<end) }
                     }
                 default: try s.skip()
@@ -267,13 +275,27 @@ extension AdRecord {
         /// Why the record keeps its counts but loses its file.
         var fileFault: String?
         /// How warnings name the record.
-        var name: String { record.id.isEmpty ? "an ad without an id" : "ad '\(record.id)'" }
+        var name: String { Self.name(of: record.id) }
+
+        static func name(of id: String) -> String { id.isEmpty ? "an ad without an id" : "ad '\(id)'" }
+
+        /// The record every read starts from: nothing given.
+        static let blank = AdRecord(ad: FeedAd(id: "", url: ""))
 
         /// `forSelection` skips the texts choosing an ad does not need (`takeTexts` brings
         /// them back for the chosen one).
         init(_ s: inout JSONScanner, forSelection: Bool = false) throws {
+            record = Self.blank
+            (fault, fileFault) = try Self.read(&s, into: &record, forSelection: forSelection)
+        }
+
+        /// Reads one record into `r` (which starts as `blank`), in place: an index of 10,000
+        /// records is read into its array without copying each one. Returns why the record
+        /// cannot be trusted, or why it loses its file.
+        static func read(_ s: inout JSONScanner, into r: inout AdRecord, forSelection: Bool) throws -> (
+            fault: String?, fileFault: String?
+        ) {
             var id: String?, url: String?, stateName: String?
-            var r = AdRecord(ad: FeedAd(id: "", url: ""))
             var fault: String?
             try s.object(Self.fields) { s, key in
                 guard let key else { return try s.skip() }
@@ -287,7 +309,6 @@ extension AdRecord {
             r.id = id ?? ""
             r.url = url ?? ""
             r.state = state ?? .pending
-            record = r
             if fault == nil {
                 if id == nil || url == nil || stateName == nil {
                     fault = "it has no id, url or state"
@@ -295,8 +316,7 @@ extension AdRecord {
                     fault = "its state '\(stateName!)' is not one this adcache knows"
                 }
             }
-            self.fault = fault ?? r.implausibility
-            fileFault = r.fileImplausibility
+            return (fault ?? r.implausibility, r.fileImplausibility)
         }
     }
 

@@ -25,9 +25,11 @@ struct JSONScanner {
     func fail(_ what: String) -> Malformed { Malformed(offset: i, what: what) }
 
     mutating func skipSpace() {
-        while i < bytes.count {
-            switch bytes[i] {
-            case 0x20, 0x0A, 0x0D, 0x09: i += 1
+        var j = i
+        defer { i = j }
+        while j < bytes.count {
+            switch bytes[j] {
+            case 0x20, 0x0A, 0x0D, 0x09: j += 1
             default: return
             }
         }
@@ -78,7 +80,8 @@ struct JSONScanner {
 
     private mutating func key<Key>(in keys: JSONKeyTable<Key>) throws -> Key? {
         if let plain = try plainString() { return keys.key(plain) }
-        return Key(rawValue: try escapedString())
+        var name = try escapedString()
+        return name.withUTF8 { keys.key($0) }
     }
 
     private mutating func members<K>(
@@ -126,17 +129,19 @@ struct JSONScanner {
     private mutating func plainString() throws -> UnsafeBufferPointer<UInt8>? {
         try expect(UInt8(ascii: "\""))
         let start = i
-        while i < bytes.count {
-            let c = bytes[i]
+        var j = i   // a local index: the loop keeps it in a register
+        defer { i = j }
+        while j < bytes.count {
+            let c = bytes[j]
             if c == UInt8(ascii: "\"") {
-                i += 1
-                return UnsafeBufferPointer(rebasing: bytes[start..<i - 1])
+                j += 1
+                return UnsafeBufferPointer(rebasing: bytes[start..<j - 1])
             }
-            if c == UInt8(ascii: "\\") { i = start; return nil }
-            if c < 0x20 { throw fail("control character in string") }
-            i += 1
+            if c == UInt8(ascii: "\\") { j = start; return nil }
+            if c < 0x20 { throw Malformed(offset: j, what: "control character in string") }
+            j += 1
         }
-        throw fail("unterminated string")
+        throw Malformed(offset: j, what: "unterminated string")
     }
 
     private mutating func escapedString() throws -> String {
@@ -229,7 +234,38 @@ struct JSONScanner {
         return .double(d)
     }
 
+    /// A plain integer (digits and an optional minus, within Int64) read in place; nil, with
+    /// nothing consumed, for any other number (`number()` reads those).
+    private mutating func plainInt() -> Int64? {
+        skipSpace()
+        var j = i
+        let negative = j < bytes.count && bytes[j] == UInt8(ascii: "-")
+        if negative { j += 1 }
+        let digits = j
+        var v: Int64 = 0
+        while j < bytes.count {
+            let c = bytes[j]
+            guard c >= 48 && c <= 57 else { break }
+            let (times10, o1) = v.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times10.addingReportingOverflow(Int64(c &- 48))
+            if o1 || o2 { return nil }
+            v = sum
+            j += 1
+        }
+        guard j > digits else { return nil }
+        if j < bytes.count {
+            switch bytes[j] {
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"), UInt8(ascii: "+"), UInt8(ascii: "-"):
+                return nil
+            default: break
+            }
+        }
+        i = j
+        return negative ? -v : v
+    }
+
     mutating func int() throws -> Int64 {
+        if let v = plainInt() { return v }
         switch try number() {
         case .int(let v): return v
         case .double(let d) where d == d.rounded() && abs(d) < 9e15: return Int64(d)
@@ -238,6 +274,7 @@ struct JSONScanner {
     }
 
     mutating func double() throws -> Double {
+        if let v = plainInt() { return Double(v) }
         switch try number() {
         case .int(let v): return Double(v)
         case .double(let d) where d.isFinite: return d
@@ -283,20 +320,7 @@ struct JSONScanner {
         case UInt8(ascii: "["):
             try array { s in try s.skip() }
         case UInt8(ascii: "\""):
-            let open = i
-            i += 1
-            while i < bytes.count {
-                let c = bytes[i]
-                if c == UInt8(ascii: "\"") { i += 1; return }
-                if c == UInt8(ascii: "\\") {   // an escape: the full reader checks it
-                    i = open
-                    _ = try string()
-                    return
-                }
-                if c < 0x20 { throw fail("control character in string") }
-                i += 1
-            }
-            throw fail("unterminated string")
+            if try plainString() == nil { _ = try escapedString() }   // an escape: checked in full
         case UInt8(ascii: "n"): try literal("null")
         case UInt8(ascii: "t"), UInt8(ascii: "f"): _ = try bool()
         default: _ = try number()
@@ -336,42 +360,65 @@ struct JSONScanner {
     mutating func optDouble() throws -> Double? { try null() ? nil : double() }
 }
 
-/// The keys of an object read often: the names in one buffer, grouped by length, so a key
-/// is compared (as bytes) only with the names as long as it, and nothing is retained or
-/// released on the way (a record of a 10,000-ad index has 30 keys).
-final class JSONKeyTable<Key: RawRepresentable & CaseIterable & Sendable>: @unchecked Sendable
-where Key.RawValue == String {
-    /// Every name, one after the other; `entries` in order of length; the entries of
-    /// length n are `entries[start[n]..<start[n + 1]]`.
+/// The keys of an object read often: each name in a slot of a small open-addressed table,
+/// found by its length and first and last bytes and then compared once (as bytes), so
+/// nothing is retained or released on the way (a record of a 10,000-ad index has 30 keys).
+/// The type has no constraints on `Key`: a launch that makes one checks no conformance.
+final class JSONKeyTable<Key>: @unchecked Sendable {
+    /// Every name, one after the other.
     private let names: UnsafeMutableBufferPointer<UInt8>
-    private let entries: [(offset: Int, key: Key)]
-    private let start: [Int]
+    /// Per slot: the name's offset in `names` and its length (0: an empty slot), and its key.
+    private let slots: UnsafeMutableBufferPointer<(offset: Int32, count: Int32)>
+    private let keys: UnsafeMutableBufferPointer<Key?>
+    private static var size: Int { 256 }
 
-    init() {
-        let all = Key.allCases.map { (name: Array($0.rawValue.utf8), key: $0) }.sorted { $0.name.count < $1.name.count }
-        names = .allocate(capacity: max(1, all.reduce(0) { $0 + $1.name.count }))
-        var entries = [(offset: Int, key: Key)]()
-        var start = [Int]()
+    init(_ all: [(name: String, key: Key)]) {
+        let all = all.map { (name: Array($0.name.utf8), key: $0.key) }
+        precondition(all.count < Self.size / 2 && all.allSatisfy { !$0.name.isEmpty })
+        names = .allocate(capacity: all.reduce(0) { $0 + $1.name.count })
+        slots = .allocate(capacity: Self.size)
+        slots.initialize(repeating: (0, 0))
+        keys = .allocate(capacity: Self.size)
+        keys.initialize(repeating: nil)
         var offset = 0
         for (name, key) in all {
-            while start.count <= name.count { start.append(entries.count) }
             _ = UnsafeMutableBufferPointer(rebasing: names[offset..<offset + name.count]).initialize(from: name)
-            entries.append((offset, key))
+            var slot = Self.hash(name.count, name[0], name[name.count - 1])
+            while slots[slot].count != 0 { slot = (slot + 1) & (Self.size - 1) }
+            slots[slot] = (Int32(offset), Int32(name.count))
+            keys[slot] = key
             offset += name.count
         }
-        start.append(entries.count)
-        self.entries = entries
-        self.start = start
     }
 
-    deinit { names.deallocate() }
+    deinit {
+        names.deallocate()
+        slots.deallocate()
+        keys.deinitialize()
+        keys.deallocate()
+    }
 
+    @inline(__always) private static func hash(_ count: Int, _ first: UInt8, _ last: UInt8) -> Int {
+        (count &* 97 &+ Int(first) &* 31 &+ Int(last)) & (size - 1)
+    }
+
+    /// The key named by these bytes, or nil.
     func key(_ bytes: UnsafeBufferPointer<UInt8>) -> Key? {
         let n = bytes.count
-        guard n + 1 < start.count, let base = bytes.baseAddress else { return nil }
-        for e in entries[start[n]..<start[n + 1]] where memcmp(names.baseAddress! + e.offset, base, n) == 0 {
-            return e.key
+        guard n > 0, let base = bytes.baseAddress else { return nil }
+        var slot = Self.hash(n, base[0], base[n - 1])
+        while true {
+            let (offset, count) = slots[slot]
+            if count == 0 { return nil }
+            if Int(count) == n && memcmp(names.baseAddress! + Int(offset), base, n) == 0 { return keys[slot] }
+            slot = (slot + 1) & (Self.size - 1)
         }
-        return nil
+    }
+}
+
+extension JSONKeyTable where Key: RawRepresentable & CaseIterable, Key.RawValue == String {
+    /// The table of every case, named by its raw value.
+    convenience init() {
+        self.init(Key.allCases.map { (name: $0.rawValue, key: $0) })
     }
 }
