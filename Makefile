@@ -46,7 +46,7 @@ RELR_FLAGS := $(shell getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ split($$2, v
 RELR := $(if $(filter 1,$(PACK_RELOCS)),$(RELR_FLAGS),)
 LAYOUT := $(if $(shell command -v ld.lld 2>/dev/null),-Xswiftc -use-ld=lld \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/packaging/adcache.order -Xlinker --no-warn-symbol-ordering $(RELR))
-RELEASE_FLAGS = -c release --static-swift-stdlib --scratch-path .build-static --product adcache $(LAYOUT)
+RELEASE_FLAGS = -c release --static-swift-stdlib --disable-local-rpath --scratch-path .build-static --product adcache $(LAYOUT)
 
 release: deps
 	$(SWIFT) build $(RELEASE_FLAGS)

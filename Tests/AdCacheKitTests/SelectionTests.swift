@@ -207,3 +207,73 @@ import Testing
         #expect(shown.isSubset(of: ready) && !shown.isEmpty)
     }
 }
+
+/// The choice is made without sorting the eligible ads (`SelectionPolicy.choose`): over
+/// random indexes and random missing files it is the choice a stable sort by priority and
+/// `prefers` gives, as it was made before.
+@Suite struct ChoiceWithoutSortTests {
+    /// The choice as a sort makes it: highest priority first, `prefers` within; the first
+    /// present of a group of equal weights, else the rotation over the present ones in order.
+    static func reference(
+        _ index: CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
+    ) -> Int? {
+        let local = Time.local(t)
+        let eligible = index.ads.indices.filter {
+            SelectionPolicy.isEligible(index.ads[$0], at: t, local: local, options: options)
+        }.sorted { a, b in
+            let pa = index.ads[a].priority, pb = index.ads[b].priority
+            return pa != pb ? pa > pb : SelectionPolicy.prefers(index.ads[a], index.ads[b])
+        }
+        var start = 0
+        while start < eligible.count {
+            let priority = index.ads[eligible[start]].priority
+            var end = start
+            while end < eligible.count, index.ads[eligible[end]].priority == priority { end += 1 }
+            let group = Array(eligible[start..<end])
+            start = end
+            let weight = index.ads[group[0]].weight
+            if group.allSatisfy({ index.ads[$0].weight == weight }) {
+                if let i = group.first(where: { filePresent(index.ads[$0]) }) { return i }
+            } else {
+                let present = group.filter { filePresent(index.ads[$0]) }
+                if !present.isEmpty {   // the most credit, the first in order on a tie
+                    let (i, _) = SelectionPolicy.rotate(index, present, key: options.rotationKey)
+                    return i
+                }
+            }
+        }
+        return nil
+    }
+
+    @Test func theChoiceIsTheSortedOne() {
+        var rng = SystemRandomNumberGenerator()
+        let t = 1_803_859_200.0
+        var chosen = Set<Int?>()
+        for round in 0..<400 {
+            var index = CacheIndex()
+            let count = Int.random(in: 1...40, using: &rng)
+            for n in 0..<count {
+                var r = AdRecord(ad: FeedAd(id: String(format: "ad-%03d", (n * 37 + round) % 1000), url: "u\(n)"))
+                r.state = .ready
+                r.type = .image
+                r.file = String(repeating: "a", count: 64) + ".jpg"
+                r.priority = Int64.random(in: 0...2, using: &rng)
+                r.weight = round % 3 == 0 ? Int64.random(in: 1...3, using: &rng) : 1
+                r.lastShowSeq = Bool.random(using: &rng) ? nil : Int64.random(in: 0...5, using: &rng)
+                r.expires = Bool.random(using: &rng) ? nil : t + Double(Int.random(in: 1...4, using: &rng))
+                index.ads.append(r)
+            }
+            // Missing files: none, a few, or most (past the eight the first pass checks).
+            let missingShare = [0, 30, 90][round % 3]
+            let missing = Set(
+                index.ads.indices.filter { _ in Int.random(in: 0..<100, using: &rng) < missingShare }
+                    .map { index.ads[$0].id })
+            let present: (AdRecord) -> Bool = { !missing.contains($0.id) }
+            let got = SelectionPolicy.choose(in: index, at: t, options: NextOptions(), filePresent: present)?.position
+            let want = Self.reference(index, at: t, options: NextOptions(), filePresent: present)
+            #expect(got == want, "round \(round)")
+            chosen.insert(got)
+        }
+        #expect(chosen.contains(nil) && chosen.count > 10, "both outcomes and many positions")
+    }
+}

@@ -82,13 +82,13 @@ final class CacheStore {
         /// For an index read `forSelection`: the bytes and each record's place in them, to
         /// read the chosen record whole (`complete`).
         var source: [UInt8] = []
-        var ranges: [Range<Int>] = []
+        var ranges: [IndexCoder.Span] = []
 
         /// Fills in what a selection read left out of record `i` (its feed-given texts).
         func complete(_ record: inout AdRecord, at i: Int) {
             guard i < ranges.count else { return }
             let whole: AdRecord? = source.withUnsafeBufferPointer { all in
-                var s = JSONScanner(UnsafeBufferPointer(rebasing: all[ranges[i]]))
+                var s = JSONScanner(UnsafeBufferPointer(rebasing: all[ranges[i].start..<ranges[i].end]))
                 return try? AdRecord.Decoded(&s, forSelection: false).record
             }
             if let whole { record.takeTexts(of: whole) }
@@ -130,8 +130,8 @@ final class CacheStore {
     /// The index file, or its previous generation when it cannot be read; nothing moved.
     private func loadIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {
         switch try readIndex(indexFile, forSelection: forSelection) {
-        case .success(let decoded): return decoded.loaded(warn: warn)
-        case .failure(let unreadable): return try fallBack(unreadable.reason, movedTo: nil, warn: warn)
+        case .read(let decoded): return decoded.loaded(warn: warn)
+        case .unreadable(let reason): return try fallBack(reason, movedTo: nil, warn: warn)
         }
     }
 
@@ -173,7 +173,7 @@ final class CacheStore {
     /// deals with it). Warnings wait for the locked read.
     func snapshotForSelection() -> IndexSnapshot? {
         guard let before = indexFile.identity,
-            case .success(var decoded)? = try? readIndex(indexFile, forSelection: true),
+            case .read(var decoded)? = try? readIndex(indexFile, forSelection: true),
             indexFile.identity == before
         else { return nil }
         let positions = decoded.index.positions

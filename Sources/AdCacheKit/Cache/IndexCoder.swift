@@ -12,12 +12,19 @@
 /// The index's JSON form: readable (pretty, each key in a fixed place), versioned, and read and written
 /// without Codable, which would dominate `next` on a large index.
 enum IndexCoder {
+    /// Where a record is in the index's bytes (not a `Range<Int>`: a launch that makes an
+    /// array of those looks up Int's conformance to Comparable in the whole binary).
+    struct Span {
+        var start: Int
+        var end: Int
+    }
+
     /// An index as read, with what had to be left out or repaired to trust it.
     struct Decoded {
         var index: CacheIndex
         var repairs: [Diagnostic] = []
         var source: [UInt8] = []
-        var ranges: [Range<Int>] = []
+        var ranges: [Span] = []
 
         /// The index, each repair said once as a warning.
         func index(warn: WarningSink) -> CacheIndex {
@@ -119,7 +126,7 @@ enum IndexCoder {
                             decoded.index.ads[last].forgetFile()
                             if decoded.index.ads[last].state == .ready { decoded.index.ads[last].state = .pending }
                         }
-                        if forSelection { decoded.ranges.append(start..<end) }
+                        if forSelection { decoded.ranges.append(Span(start: start, end: end)) }
                     }
                 default: try s.skip()
                 }

@@ -15,14 +15,13 @@
 extension CacheStore {
     func loadLockedIndex(warn: WarningSink, forSelection: Bool) throws -> Loaded {
         switch try readIndex(indexFile, forSelection: forSelection) {
-        case .success(let decoded): return decoded.loaded(warn: warn)
-        case .failure(let unreadable):
+        case .read(let decoded): return decoded.loaded(warn: warn)
+        case .unreadable(let reason):
             let aside = asideName(indexFile)
             guard indexFile.rename(to: aside) else {
-                throw AdCacheError.io(
-                    "index.json cannot be read (\(unreadable.reason)) nor moved aside: \(FileIO.errnoText())")
+                throw AdCacheError.io("index.json cannot be read (\(reason)) nor moved aside: \(FileIO.errnoText())")
             }
-            let loaded = try fallBack(unreadable.reason, movedTo: aside.path, warn: warn)
+            let loaded = try fallBack(reason, movedTo: aside.path, warn: warn)
             // The previous generation is current again.
             if loaded.recovered, !oldIndexFile.isLink { _ = oldIndexFile.link(to: indexFile) }
             dir.sync(.top)
@@ -35,7 +34,7 @@ extension CacheStore {
     /// rebuild.
     func fallBack(_ reason: String, movedTo aside: String?, warn: WarningSink) throws -> Loaded {
         let what = "index.json could not be read (\(reason))" + (aside.map { "; moved it aside to \($0)" } ?? "")
-        if oldIndexFile.exists, case .success(let old) = try readIndex(oldIndexFile) {
+        if oldIndexFile.exists, case .read(let old) = try readIndex(oldIndexFile) {
             warn(Diagnostic(.index, what + "; using index.json.old, the previous generation"))
             return Loaded(index: old.index(warn: warn), recovered: true)
         }
@@ -55,12 +54,17 @@ extension CacheStore {
         return aside
     }
 
-    struct Unreadable: Error { var reason: String }
+    /// An index file as read: decoded, or why it cannot be (not a `Result`: a launch that
+    /// makes one looks up its failure type's conformance to `Error` in the whole binary).
+    enum IndexRead {
+        case read(IndexCoder.Decoded)
+        case unreadable(String)
+    }
 
-    func readIndex(_ file: CacheFile, forSelection: Bool = false) throws -> Result<IndexCoder.Decoded, Unreadable> {
-        guard let st = file.status() else { return .success(IndexCoder.Decoded(index: CacheIndex())) }
+    func readIndex(_ file: CacheFile, forSelection: Bool = false) throws -> IndexRead {
+        guard let st = file.status() else { return .read(IndexCoder.Decoded(index: CacheIndex())) }
         guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link (never followed), a fifo…
-            return .failure(Unreadable(reason: "it is not a regular file"))
+            return .unreadable("it is not a regular file")
         }
         let bytes: [UInt8]
         do {
@@ -68,20 +72,20 @@ extension CacheStore {
         } catch let e as AdCacheError {
             throw AdCacheError.io(e.message)
         }
-        if bytes.isEmpty { return .failure(Unreadable(reason: "it is empty")) }
+        if bytes.isEmpty { return .unreadable("it is empty") }
         let decoded: IndexCoder.Decoded
         do {
             decoded = try IndexCoder.decode(bytes, forSelection: forSelection)
         } catch let e as JSONScanner.Malformed {
-            return .failure(Unreadable(reason: "\(e.what) at byte \(e.offset)"))
+            return .unreadable("\(e.what) at byte \(e.offset)")
         } catch {
-            return .failure(Unreadable(reason: "it is not a valid index"))
+            return .unreadable("it is not a valid index")
         }
         guard decoded.index.version <= CacheIndex.currentVersion else {
             throw AdCacheError.io(
                 "index.json has version \(decoded.index.version), newer than this adcache understands (\(CacheIndex.currentVersion))"
             )
         }
-        return .success(decoded)
+        return .read(decoded)
     }
 }

@@ -143,24 +143,17 @@ enum SelectionPolicy {
     ) -> (position: Int, rotation: (key: String, signature: String)?)? {
         guard !index.frozen(at: t) else { return nil }   // a signed feed past its validUntil
         let local = Time.local(t)
-        // The eligible ads, highest priority first and in order of preference within one
-        // (a sort, not a dictionary of groups: no hashed generic type on the launch path).
-        let eligible = index.ads.indices.filter { isEligible(index.ads[$0], at: t, local: local, options: options) }
-            .sorted { a, b in
-                let pa = index.ads[a].priority, pb = index.ads[b].priority
-                return pa != pb ? pa > pb : prefers(index.ads[a], index.ads[b])
-            }
-        var start = 0
-        while start < eligible.count {
-            let priority = index.ads[eligible[start]].priority
-            var end = start
-            while end < eligible.count, index.ads[eligible[end]].priority == priority { end += 1 }
-            let group = Array(eligible[start..<end])
-            start = end
+        // The eligible ads in the index's order; the highest priority's first. No sort: the
+        // order within a group is `prefers`, a total order, so the first of a group is found
+        // in one pass (and a sort would look up Int's Comparable conformance at every launch).
+        var remaining = index.ads.indices.filter { isEligible(index.ads[$0], at: t, local: local, options: options) }
+        while let priority = remaining.lazy.map({ index.ads[$0].priority }).max() {
+            let group = remaining.filter { index.ads[$0].priority == priority }
+            remaining.removeAll { index.ads[$0].priority == priority }
             let weight = index.ads[group[0]].weight
             if group.allSatisfy({ index.ads[$0].weight == weight }) {
                 // Equal weights rotate strictly: the first in order whose file is there.
-                if let i = group.first(where: { filePresent(index.ads[$0]) }) { return (i, nil) }
+                if let i = firstPresent(index, group, filePresent: filePresent) { return (i, nil) }
             } else {
                 let present = group.filter { filePresent(index.ads[$0]) }
                 if !present.isEmpty {
@@ -173,10 +166,23 @@ enum SelectionPolicy {
         return nil
     }
 
+    /// The first of `group` in `prefers`' order whose file is there. Files are checked from
+    /// the first on, as the launch needs them; after a few missing ones the rest is sorted.
+    static func firstPresent(_ index: CacheIndex, _ group: [Int], filePresent: (AdRecord) -> Bool) -> Int? {
+        var left = group
+        for _ in 0..<8 {
+            guard var best = left.indices.first else { return nil }
+            for k in left.indices.dropFirst() where prefers(index.ads[left[k]], index.ads[left[best]]) { best = k }
+            if filePresent(index.ads[left[best]]) { return left[best] }
+            left.remove(at: best)
+        }
+        return left.sorted { prefers(index.ads[$0], index.ads[$1]) }.first { filePresent(index.ads[$0]) }
+    }
+
     /// Smooth weighted round-robin (as nginx balances upstreams): every ad gains its weight
     /// in credit, the one with the most is shown and pays the total back. Over any run of
     /// shows with the same ads and weights, each ad stays within one show of its weighted
-    /// share; ties go as equal weights do (`group` is in that order). When the set of ads
+    /// share; ties go as equal weights do (`prefers`). When the set of ads
     /// or their weights changes, the rotation starts over.
     ///
     /// After `rounds` shows an ad's credit is `rounds × weight − total × picks`, so the index
@@ -193,7 +199,7 @@ enum SelectionPolicy {
             let ad = index.ads[i]
             let picks = rotation != nil && ad.pickEpoch == rotation!.epoch ? ad.picks ?? 0 : 0
             let credit = rounds.times(ad.weight).subtracting(total.times(picks))
-            if credit > bestCredit {
+            if credit > bestCredit || (credit == bestCredit && prefers(ad, index.ads[best])) {
                 best = i
                 bestCredit = credit
             }

@@ -131,6 +131,19 @@ struct JSONScanner {
         let start = i
         var j = i   // a local index: the loop keeps it in a register
         defer { i = j }
+        // Eight bytes at a time up to the first that ends or escapes the string (or must not
+        // be in it); that one is judged below.
+        if let base = bytes.baseAddress {
+            while j + 8 <= bytes.count {
+                let m = Self.stringStops(
+                    UInt64(littleEndian: UnsafeRawPointer(base + j).loadUnaligned(as: UInt64.self)))
+                if m != 0 {
+                    j += m.trailingZeroBitCount >> 3
+                    break
+                }
+                j += 8
+            }
+        }
         while j < bytes.count {
             let c = bytes[j]
             if c == UInt8(ascii: "\"") {
@@ -142,6 +155,18 @@ struct JSONScanner {
             j += 1
         }
         throw Malformed(offset: j, what: "unterminated string")
+    }
+
+    /// The high bit of each byte of `x` that is a quote, a backslash or below 0x20 (SWAR: a
+    /// flag may be wrong only above the lowest true one, so the lowest flag is exact).
+    @inline(__always) private static func stringStops(_ x: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let quote = x ^ (ones &* 0x22)
+        let backslash = x ^ (ones &* 0x5C)
+        let zeroQuote = (quote &- ones) & ~quote
+        let zeroBackslash = (backslash &- ones) & ~backslash
+        let control = (x &- ones &* 0x20) & ~x
+        return (zeroQuote | zeroBackslash | control) & (ones &* 0x80)
     }
 
     private mutating func escapedString() throws -> String {
