@@ -36,6 +36,11 @@ for i in range(n):
 index = {"version": 1, "showSeq": n, "ads": ads,
          "feed": {"url": "https://ads.example.com/splash.json", "etag": "\"f\""}}
 with open(d + "/index.json", "w") as f:
-    json.dump(index, f, indent=2, sort_keys=True)
+    # As adcache writes it: pretty, each record compact on a line of its own.
+    ads = index.pop("ads")
+    f.write('{\n  "ads": [\n' + ",\n".join("    " + json.dumps(a, sort_keys=True, separators=(",", ":")) for a in ads)
+            + "\n  ]" + "".join(",\n  %s: %s" % (json.dumps(k), json.dumps(v, sort_keys=True, indent=2).replace("\n", "\n  "))
+                    for k, v in sorted(index.items()))
+            + "\n}\n")
 with open(d + "/feed.json", "w") as f:
     json.dump({"version": 1, "ads": feed}, f, indent=2)

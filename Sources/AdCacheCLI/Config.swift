@@ -67,7 +67,7 @@ struct Config {
         } else if let home = environment["HOME"], !home.isEmpty {
             user = home + "/.config/adcache/config"
         }
-        return [systemFile, user].compactMap { $0 }.filter { FileManager.default.fileExists(atPath: $0) }
+        return [systemFile, user].compactMap { $0 }.filter(FileIO.exists)
     }
 
     /// Reads and checks every line of every file: an unknown key or a bad value is a usage

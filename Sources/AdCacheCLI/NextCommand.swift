@@ -35,7 +35,7 @@ enum NextCommand: Command {
             options.placement = p
         }
         var fallbackPath = try args.get(fallback).map(PathText.absolute)
-        if let path = fallbackPath, !FileManager.default.fileExists(atPath: path) {
+        if let path = fallbackPath, !FileIO.exists(path) {
             context.console.warning("the fallback \(path) does not exist; not showing it")
             fallbackPath = nil
         }

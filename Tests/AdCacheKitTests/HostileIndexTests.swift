@@ -114,20 +114,18 @@ import Testing
         try f.save([bad, good])
         let key = String(field.prefix { $0 != ":" })
         var text = try String(contentsOfFile: f.store.indexPath, encoding: .utf8)
-        // The first record is "bad": replace (or add) the field there.
-        let lines = text.components(separatedBy: "\n")
-        let first = lines.firstIndex { $0.contains("\"id\": \"bad\"") }!
-        if let at = lines.indices.first(where: {
-            $0 < first + 30 && lines[$0].trimmingCharacters(in: .whitespaces).hasPrefix(key + ":")
-        }) {
-            var edited = lines
-            edited[at] = "      " + field + ","
-            text = edited.joined(separator: "\n")
+        // The first record is "bad", on a line of its own: replace (or add) the field there.
+        var lines = text.components(separatedBy: "\n")
+        let line = try #require(lines.firstIndex { $0.contains(#""id":"bad""#) })
+        var record = lines[line]
+        if let at = record.range(of: key + ":") {   // up to the next field (values here hold no comma)
+            let end = record[at.upperBound...].firstIndex { $0 == "," || $0 == "}" }!
+            record.replaceSubrange(at.lowerBound..<end, with: field)
         } else {
-            var edited = lines
-            edited.insert("      " + field + ",", at: first)
-            text = edited.joined(separator: "\n")
+            record.insert(contentsOf: field + ",", at: record.index(after: record.firstIndex(of: "{")!))
         }
+        lines[line] = record
+        text = lines.joined(separator: "\n")
         FileManager.default.createFile(atPath: f.store.indexPath, contents: Data(text.utf8))
 
         var warnings: [String] = []

@@ -608,12 +608,12 @@ import Testing
         let victim = dir.write("passwd", "root:x:0:0:root:/root:/bin/bash\n")
         #expect(Adcache.run(["--cache-dir", cache, "fetch", packageRoot + "/Examples/feed.json"]).status == 0)
         var text = try String(contentsOfFile: cache + "/index.json", encoding: .utf8)
-        let names = text.components(separatedBy: "\"file\": \"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
+        let names = text.components(separatedBy: "\"file\":\"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
         #expect(names.count == 3)
         let hostile = ["../../../../../../../../" + victim, victim, "../../passwd"]
         for (name, bad) in zip(names, hostile) {
             text = text.replacingOccurrences(
-                of: "\"file\": \"\(name)\"", with: "\"file\": \"\(bad.replacingOccurrences(of: "/", with: "\\/"))\"")
+                of: "\"file\":\"\(name)\"", with: "\"file\":\"\(bad.replacingOccurrences(of: "/", with: "\\/"))\"")
         }
         FileManager.default.createFile(atPath: cache + "/index.json", contents: Data(text.utf8))
 

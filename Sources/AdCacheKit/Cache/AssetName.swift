@@ -31,8 +31,8 @@ enum AssetName {
 
     private static func isValid(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard b.count >= 66, b.count <= 64 + 17 + 9 else { return false }
-        func lowerHex(_ c: UInt8) -> Bool { (48...57).contains(c) || (97...102).contains(c) }
-        func alnum(_ c: UInt8) -> Bool { (48...57).contains(c) || (97...122).contains(c) }
+        func lowerHex(_ c: UInt8) -> Bool { c &- 48 < 10 || c &- 97 < 6 }
+        func alnum(_ c: UInt8) -> Bool { c &- 48 < 10 || c &- 97 < 26 }
         var i = 0
         while i < 64 {
             guard lowerHex(b[i]) else { return false }

@@ -162,13 +162,13 @@ enum IndexCoder {
     }
 
     static func encode(_ index: CacheIndex) throws -> [UInt8] {
-        var w = JSONWriter(indent: 2, capacity: 512 + index.ads.count * 700)
+        var w = JSONWriter(indent: 2, capacity: 512 + index.ads.count * 600)
         w.beginObject()
         w.key("ads")
         w.beginArray()
-        for ad in index.ads {
+        for ad in index.ads {   // a record per line: a quarter fewer bytes for a launch to read
             w.key(nil)
-            ad.write(&w)
+            w.flat { ad.write(&$0) }
         }
         w.endArray()
         if let feed = index.feed {

@@ -127,34 +127,40 @@ struct JSONScanner {
     /// The bytes of a string without escapes, read past its closing quote; nil for one with
     /// an escape, left at its first character for `escapedString`.
     private mutating func plainString() throws -> UnsafeBufferPointer<UInt8>? {
-        try expect(UInt8(ascii: "\""))
-        let start = i
-        var j = i   // a local index: the loop keeps it in a register
-        defer { i = j }
+        skipSpace()
+        let n = bytes.count
+        guard i < n else { throw fail("unexpected end") }
+        guard bytes[i] == UInt8(ascii: "\""), let base = bytes.baseAddress else { throw fail("expected '\"'") }
+        let start = i + 1
+        var j = start   // a local index: the loops keep it in a register
         // Eight bytes at a time up to the first that ends or escapes the string (or must not
         // be in it); that one is judged below.
-        if let base = bytes.baseAddress {
-            while j + 8 <= bytes.count {
-                let m = Self.stringStops(
-                    UInt64(littleEndian: UnsafeRawPointer(base + j).loadUnaligned(as: UInt64.self)))
-                if m != 0 {
-                    j += m.trailingZeroBitCount >> 3
-                    break
-                }
-                j += 8
+        while j &+ 8 <= n {
+            let m = Self.stringStops(UInt64(littleEndian: UnsafeRawPointer(base + j).loadUnaligned(as: UInt64.self)))
+            if m != 0 {
+                j &+= m.trailingZeroBitCount &>> 3
+                break
             }
+            j &+= 8
         }
-        while j < bytes.count {
-            let c = bytes[j]
+        while j < n {
+            let c = base[j]
             if c == UInt8(ascii: "\"") {
-                j += 1
-                return UnsafeBufferPointer(rebasing: bytes[start..<j - 1])
+                i = j + 1
+                return UnsafeBufferPointer(start: base + start, count: j - start)
             }
-            if c == UInt8(ascii: "\\") { j = start; return nil }
-            if c < 0x20 { throw Malformed(offset: j, what: "control character in string") }
+            if c == UInt8(ascii: "\\") {
+                i = start
+                return nil
+            }
+            if c < 0x20 {
+                i = j
+                throw fail("control character in string")
+            }
             j += 1
         }
-        throw Malformed(offset: j, what: "unterminated string")
+        i = j
+        throw fail("unterminated string")
     }
 
     /// The high bit of each byte of `x` that is a quote, a backslash or below 0x20 (SWAR: a
@@ -170,24 +176,29 @@ struct JSONScanner {
     }
 
     private mutating func escapedString() throws -> String {
+        String(decoding: try escapedBytes(keep: true), as: UTF8.self)
+    }
+
+    /// The bytes of a string with escapes, decoded (`keep`) or only checked as strictly.
+    private mutating func escapedBytes(keep: Bool) throws -> [UInt8] {
         var out = [UInt8]()
         while i < bytes.count {
             let c = bytes[i]
             i += 1
             switch c {
             case UInt8(ascii: "\""):
-                return String(decoding: out, as: UTF8.self)
+                return out
             case UInt8(ascii: "\\"):
                 guard i < bytes.count else { throw fail("unterminated string") }
                 let e = bytes[i]
                 i += 1
                 switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): if keep { out.append(e) }
+                case UInt8(ascii: "b"): if keep { out.append(0x08) }
+                case UInt8(ascii: "f"): if keep { out.append(0x0C) }
+                case UInt8(ascii: "n"): if keep { out.append(0x0A) }
+                case UInt8(ascii: "r"): if keep { out.append(0x0D) }
+                case UInt8(ascii: "t"): if keep { out.append(0x09) }
                 case UInt8(ascii: "u"):
                     var scalar = try hex4()
                     if (0xD800..<0xDC00).contains(scalar), i + 1 < bytes.count,
@@ -198,13 +209,15 @@ struct JSONScanner {
                         guard (0xDC00..<0xE000).contains(low) else { throw fail("bad surrogate pair") }
                         scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                     }
-                    let u = Unicode.Scalar(scalar) ?? "\u{FFFD}"
-                    out.append(contentsOf: Array(String(Character(u)).utf8))
+                    if keep {
+                        let u = Unicode.Scalar(scalar) ?? "\u{FFFD}"
+                        out.append(contentsOf: Array(String(Character(u)).utf8))
+                    }
                 default: throw fail("bad escape")
                 }
             default:
                 if c < 0x20 { throw fail("control character in string") }
-                out.append(c)
+                if keep { out.append(c) }
             }
         }
         throw fail("unterminated string")
@@ -341,15 +354,19 @@ struct JSONScanner {
     mutating func skip() throws {
         switch try peek() {
         case UInt8(ascii: "{"):
-            try object { s, _ in try s.skip() }
+            try members(key: { try $0.skipString() }) { s, _ in try s.skip() }
         case UInt8(ascii: "["):
             try array { s in try s.skip() }
-        case UInt8(ascii: "\""):
-            if try plainString() == nil { _ = try escapedString() }   // an escape: checked in full
+        case UInt8(ascii: "\""): try skipString()
         case UInt8(ascii: "n"): try literal("null")
         case UInt8(ascii: "t"), UInt8(ascii: "f"): _ = try bool()
-        default: _ = try number()
+        default: if plainInt() == nil { _ = try number() }
         }
+    }
+
+    /// A string checked and dropped: no String made, escapes checked in full.
+    private mutating func skipString() throws {
+        if try plainString() == nil { _ = try escapedBytes(keep: false) }
     }
 
     /// Where the scanner is (a byte offset), after any white space.
@@ -397,22 +414,28 @@ final class JSONKeyTable<Key>: @unchecked Sendable {
     private let keys: UnsafeMutableBufferPointer<Key?>
     private static var size: Int { 256 }
 
-    init(_ all: [(name: String, key: Key)]) {
-        let all = all.map { (name: Array($0.name.utf8), key: $0.key) }
-        precondition(all.count < Self.size / 2 && all.allSatisfy { !$0.name.isEmpty })
-        names = .allocate(capacity: all.reduce(0) { $0 + $1.name.count })
+    /// `names[k]` names `keys[k]` (two arrays, not one of tuples: a launch builds no tuple
+    /// type's metadata for this).
+    init(names: [String], keys given: [Key]) {
+        precondition(names.count == given.count && names.count < Self.size / 2 && !names.contains(""))
+        self.names = .allocate(capacity: names.reduce(0) { $0 + $1.utf8.count })
         slots = .allocate(capacity: Self.size)
         slots.initialize(repeating: (0, 0))
         keys = .allocate(capacity: Self.size)
         keys.initialize(repeating: nil)
         var offset = 0
-        for (name, key) in all {
-            _ = UnsafeMutableBufferPointer(rebasing: names[offset..<offset + name.count]).initialize(from: name)
-            var slot = Self.hash(name.count, name[0], name[name.count - 1])
+        for k in names.indices {
+            var name = names[k]
+            let n = name.withUTF8 { utf8 in
+                _ = UnsafeMutableBufferPointer(rebasing: self.names[offset..<offset + utf8.count]).initialize(
+                    from: utf8)
+                return utf8.count
+            }
+            var slot = Self.hash(n, self.names[offset], self.names[offset + n - 1])
             while slots[slot].count != 0 { slot = (slot + 1) & (Self.size - 1) }
-            slots[slot] = (Int32(offset), Int32(name.count))
-            keys[slot] = key
-            offset += name.count
+            slots[slot] = (Int32(offset), Int32(n))
+            keys[slot] = given[k]
+            offset += n
         }
     }
 
@@ -444,6 +467,7 @@ final class JSONKeyTable<Key>: @unchecked Sendable {
 extension JSONKeyTable where Key: RawRepresentable & CaseIterable, Key.RawValue == String {
     /// The table of every case, named by its raw value.
     convenience init() {
-        self.init(Key.allCases.map { (name: $0.rawValue, key: $0) })
+        let all = Array(Key.allCases)
+        self.init(names: all.map(\.rawValue), keys: all)
     }
 }

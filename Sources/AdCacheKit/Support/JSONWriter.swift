@@ -5,7 +5,7 @@
 #endif
 
 /// The one JSON writer: straight into bytes, keys in the order given, pretty (an indent per
-/// level, `"key": value`) or compact. The index, `next --json`, `list --json` and the reports
+/// level, `"key": value`) or compact, or pretty with compact parts (`flat`). The index, `next --json`, `list --json` and the reports
 /// are all written with it.
 struct JSONWriter {
     var out: [UInt8] = []
@@ -13,6 +13,8 @@ struct JSONWriter {
     private let indentWidth: Int?
     private var level = 0
     private var first = [true]
+    /// Inside `flat`: from this level down, no newlines and no space after a colon.
+    private var flatBelow = Int.max
 
     init(indent: Int? = 2, capacity: Int = 256) {
         indentWidth = indent
@@ -21,8 +23,19 @@ struct JSONWriter {
 
     var text: String { String(decoding: out, as: UTF8.self) }
 
+    /// Writes what `body` writes (one value) on the current line, compact: the index puts
+    /// each record on a line of its own, so it stays readable and reads fast.
+    mutating func flat(_ body: (inout JSONWriter) -> Void) {
+        let outer = flatBelow
+        flatBelow = min(flatBelow, level)
+        body(&self)
+        flatBelow = outer
+    }
+
+    private var pretty: Bool { indentWidth != nil && level < flatBelow }
+
     private mutating func newline() {
-        guard let indentWidth else { return }
+        guard let indentWidth, level < flatBelow else { return }
         out.append(0x0A)
         for _ in 0..<(level * indentWidth) { out.append(0x20) }
     }
@@ -51,7 +64,7 @@ struct JSONWriter {
         if let k {
             string(k)
             out.append(UInt8(ascii: ":"))
-            if indentWidth != nil { out.append(0x20) }
+            if pretty { out.append(0x20) }
         }
     }
 
