@@ -283,3 +283,23 @@ import Testing
         #expect(outcomes.keys.contains { $0.contains("moved aside") })
     }
 }
+
+/// Asset names are checked eight bytes at a time: a byte just outside 0-9 and a-f at any of
+/// the 64 positions is refused, as the byte-wise check refused it.
+@Suite struct AssetNameCheckTests {
+    @Test func everyPositionOfTheHashIsChecked() {
+        let good = String(repeating: "0123456789abcdef", count: 4)
+        #expect(AssetName.isValid(good + ".jpg"))
+        #expect(AssetName.isValid(good + "-mx5m1r7y1bqx.mp4"))
+        for position in 0..<64 {
+            for bad in ["/", ":", "`", "g", "A", "F", " ", ".", "\u{7F}", "é", "\u{0}"] {
+                var chars = Array(good)
+                chars[position] = Character(bad)
+                #expect(!AssetName.isValid(String(chars) + ".jpg"), "\(position) \(bad.unicodeScalars.first!.value)")
+            }
+        }
+        #expect(!AssetName.isValid(good.uppercased() + ".jpg"))
+        #expect(!AssetName.isValid(String(good.dropLast()) + ".jpg"))
+        #expect(!AssetName.isValid("../../../../../../../../../../../../../../../../../../../../../../etc/passwd.jpg"))
+    }
+}

@@ -31,13 +31,18 @@ enum AssetName {
 
     private static func isValid(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
         guard b.count >= 66, b.count <= 64 + 17 + 9 else { return false }
-        func lowerHex(_ c: UInt8) -> Bool { c &- 48 < 10 || c &- 97 < 6 }
         func alnum(_ c: UInt8) -> Bool { c &- 48 < 10 || c &- 97 < 26 }
-        var i = 0
-        while i < 64 {
-            guard lowerHex(b[i]) else { return false }
-            i += 1
+        // The 64 hex digits eight at a time: every byte below 0x80 and in 0-9 or a-f.
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs = ones &* 0x80
+        for word in 0..<8 {
+            let x = UnsafeRawPointer(b.baseAddress! + word * 8).loadUnaligned(as: UInt64.self)
+            guard x & highs == 0 else { return false }
+            let digit = (x &+ ones &* (0x80 - 0x30)) & ~(x &+ ones &* (0x7F - 0x39))
+            let letter = (x &+ ones &* (0x80 - 0x61)) & ~(x &+ ones &* (0x7F - 0x66))
+            guard (digit | letter) & highs == highs else { return false }
         }
+        var i = 64
         if b[i] == UInt8(ascii: "-") {
             let start = i + 1
             i = start

@@ -450,6 +450,23 @@ final class JSONKeyTable<Key>: @unchecked Sendable {
         (count &* 97 &+ Int(first) &* 31 &+ Int(last)) & (size - 1)
     }
 
+    /// Whether n bytes are the same: eight at a time, the tail by byte (keys are short; a
+    /// call of memcmp costs more than the comparison).
+    @inline(__always) private static func same(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        var k = 0
+        while k &+ 8 <= n {
+            if UnsafeRawPointer(a + k).loadUnaligned(as: UInt64.self) != UnsafeRawPointer(b + k).loadUnaligned(as: UInt64.self) {
+                return false
+            }
+            k &+= 8
+        }
+        while k < n {
+            if a[k] != b[k] { return false }
+            k &+= 1
+        }
+        return true
+    }
+
     /// The key named by these bytes, or nil.
     func key(_ bytes: UnsafeBufferPointer<UInt8>) -> Key? {
         let n = bytes.count
@@ -458,7 +475,7 @@ final class JSONKeyTable<Key>: @unchecked Sendable {
         while true {
             let (offset, count) = slots[slot]
             if count == 0 { return nil }
-            if Int(count) == n && memcmp(names.baseAddress! + Int(offset), base, n) == 0 { return keys[slot] }
+            if Int(count) == n && Self.same(names.baseAddress! + Int(offset), base, n) { return keys[slot] }
             slot = (slot + 1) & (Self.size - 1)
         }
     }
