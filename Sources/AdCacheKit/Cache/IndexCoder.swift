@@ -9,8 +9,9 @@
     import Darwin
 #endif
 
-/// The index's JSON form: readable (pretty, each key in a fixed place), versioned, and read and written
-/// without Codable, which would dominate `next` on a large index.
+/// The index's JSON form: readable (indented, a record per line, each key in a fixed place),
+/// versioned, and read and written without Codable, which would dominate `next` on a large
+/// index.
 enum IndexCoder {
     /// Where a record is in the index's bytes (not a `Range<Int>`: a launch that makes an
     /// array of those looks up Int's conformance to Comparable in the whole binary).
@@ -281,9 +282,7 @@ extension AdRecord {
         var fault: String?
         /// Why the record keeps its counts but loses its file.
         var fileFault: String?
-        /// How warnings name the record.
-        var name: String { Self.name(of: record.id) }
-
+        /// How warnings name a record.
         static func name(of id: String) -> String { id.isEmpty ? "an ad without an id" : "ad '\(id)'" }
 
         /// The record every read starts from: nothing given.

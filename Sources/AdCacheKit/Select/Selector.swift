@@ -182,8 +182,8 @@ enum SelectionPolicy {
     /// Smooth weighted round-robin (as nginx balances upstreams): every ad gains its weight
     /// in credit, the one with the most is shown and pays the total back. Over any run of
     /// shows with the same ads and weights, each ad stays within one show of its weighted
-    /// share; ties go as equal weights do (`prefers`). When the set of ads
-    /// or their weights changes, the rotation starts over.
+    /// share; ties go as equal weights do (`prefers`). When the set of ads or their weights
+    /// changes, the rotation starts over.
     ///
     /// After `rounds` shows an ad's credit is `rounds × weight − total × picks`, so the index
     /// keeps two numbers, not every credit, and a show recorded in the journal is replayed

@@ -455,9 +455,8 @@ final class JSONKeyTable<Key>: @unchecked Sendable {
     @inline(__always) private static func same(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
         var k = 0
         while k &+ 8 <= n {
-            if UnsafeRawPointer(a + k).loadUnaligned(as: UInt64.self) != UnsafeRawPointer(b + k).loadUnaligned(as: UInt64.self) {
-                return false
-            }
+            let wa = UnsafeRawPointer(a + k).loadUnaligned(as: UInt64.self)
+            guard wa == UnsafeRawPointer(b + k).loadUnaligned(as: UInt64.self) else { return false }
             k &+= 8
         }
         while k < n {
