@@ -34,7 +34,7 @@ FIELDS = [
     ("failedLastModified", "optString", False),
     ("failures", "optInt", True),
     ("feedType", "custom", True,
-     "if let name = try s.optString() {\n    guard let t = AdType(rawValue: name) else { return false }\n    r.feedType = t\n}",
+     "if try !s.null() {\n    guard let t = try s.name(in: AdType.names) else { return false }\n    r.feedType = t\n}",
      'w.field("feedType", feedType?.rawValue)'),
     ("fileSha256", "optString", False),
     ("freshUntil", "optDouble", True),
@@ -62,14 +62,16 @@ FIELDS = [
     ("shows", "int", True),
     ("showsOnDay", "optInt", True),
     ("start", "optDouble", True),
-    ("state", "custom", True, "stateName = try s.string()", 'w.field("state", state.rawValue)'),
+    ("state", "custom", True,
+     "let mark = s\nstate = try s.name(in: RecordState.names)\nif state == nil {\n    s = mark\n    stateName = try s.string()\n} else {\n    stateName = nil\n}",
+     'w.field("state", state.rawValue)'),
     ("tracking", "custom", False,
      "var tracking: [String: [String]] = [:]\ntry s.object { s, event in tracking[event] = try s.strings() }\nr.tracking = tracking",
      'if !tracking.isEmpty {\n    w.key("tracking")\n    w.beginObject()\n'
      '    for (event, urls) in tracking.sorted(by: { $0.key < $1.key }) { w.field(event, urls) }\n'
      '    w.endObject()\n}'),
     ("type", "custom", True,
-     "if let name = try s.optString() {\n    guard let t = AdType(rawValue: name) else { return false }\n    r.type = t\n}",
+     "if try !s.null() {\n    guard let t = try s.name(in: AdType.names) else { return false }\n    r.type = t\n}",
      'w.field("type", type?.rawValue)'),
     ("url", "custom", False, "url = try s.string()", 'w.field("url", url)'),
     ("vast", "custom", True,
@@ -119,13 +121,14 @@ def generate():
     out.append("    }")
     out.append("    static let fields = JSONKeyTable<Field>()")
     out.append("")
-    out.append("    /// Reads the value of `key` into `r` (`id`, `url` and `stateName`: as given, for the")
-    out.append("    /// decoder to judge); false for a value adcache never writes. A selection read skips")
-    out.append("    /// the fields `next`'s choice does not need (`url` then counts as present).")
+    out.append("    /// Reads the value of `key` into `r` (`id`, `url` and the state: as given, for the")
+    out.append("    /// decoder to judge: a known `state`, else the text of an unknown one in `stateName`);")
+    out.append("    /// false for a value adcache never writes. A selection read skips the fields `next`'s")
+    out.append("    /// choice does not need (`url` then counts as present).")
     out.append("    @inline(__always)   // the launch's decode: as fast as a switch written in place")
     out.append("    static func read(")
     out.append("        _ key: Field, _ s: inout JSONScanner, into r: inout AdRecord, forSelection: Bool, id: inout String?,")
-    out.append("        url: inout String?, stateName: inout String?")
+    out.append("        url: inout String?, state: inout RecordState?, stateName: inout String?")
     out.append("    ) throws -> Bool {")
     out.append("        switch key {")
     for f in FIELDS:

@@ -1,6 +1,6 @@
 /// The state an index record stores (`AdRecord.state`). `list` derives the states a person sees
 /// (`AdState`: scheduled, expired, exhausted, missing…) from it, the clock and the file.
-enum RecordState: String, Sendable {
+enum RecordState: String, Sendable, CaseIterable {
     /// Known from the feed, asset not (yet) downloaded.
     case pending
     /// Asset downloaded, validated and in `assets/`.

@@ -9,6 +9,16 @@
     import Darwin
 #endif
 
+extension RecordState {
+    /// The states by name, for a decode that makes no String of a record's state.
+    static let names = JSONKeyTable<RecordState>()
+}
+
+extension AdType {
+    /// The types by name, read the same way.
+    static let names = JSONKeyTable<AdType>()
+}
+
 /// The index's JSON form: readable (indented, a record per line, each key in a fixed place),
 /// versioned, and read and written without Codable, which would dominate `next` on a large
 /// index.
@@ -301,22 +311,22 @@ extension AdRecord {
         static func read(_ s: inout JSONScanner, into r: inout AdRecord, forSelection: Bool) throws -> (
             fault: String?, fileFault: String?
         ) {
-            var id: String?, url: String?, stateName: String?
+            var id: String?, url: String?, state: RecordState?, stateName: String?
             var fault: String?
             try s.object(Self.fields) { s, key in
                 guard let key else { return try s.skip() }
                 let ok = try s.lenient { s -> Bool in
                     try Self.read(
-                        key, &s, into: &r, forSelection: forSelection, id: &id, url: &url, stateName: &stateName)
+                        key, &s, into: &r, forSelection: forSelection, id: &id, url: &url, state: &state,
+                        stateName: &stateName)
                 }
                 if ok != true, fault == nil { fault = "its \"\(key.rawValue)\" is not a value adcache writes" }
             }
-            let state = stateName.flatMap(RecordState.init(rawValue:))
             r.id = id ?? ""
             r.url = url ?? ""
             r.state = state ?? .pending
             if fault == nil {
-                if id == nil || url == nil || stateName == nil {
+                if id == nil || url == nil || (state == nil && stateName == nil) {
                     fault = "it has no id, url or state"
                 } else if state == nil {
                     fault = "its state '\(stateName!)' is not one this adcache knows"

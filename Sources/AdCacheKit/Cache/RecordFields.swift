@@ -11,13 +11,14 @@ extension AdRecord.Decoded {
     }
     static let fields = JSONKeyTable<Field>()
 
-    /// Reads the value of `key` into `r` (`id`, `url` and `stateName`: as given, for the
-    /// decoder to judge); false for a value adcache never writes. A selection read skips
-    /// the fields `next`'s choice does not need (`url` then counts as present).
+    /// Reads the value of `key` into `r` (`id`, `url` and the state: as given, for the
+    /// decoder to judge: a known `state`, else the text of an unknown one in `stateName`);
+    /// false for a value adcache never writes. A selection read skips the fields `next`'s
+    /// choice does not need (`url` then counts as present).
     @inline(__always)   // the launch's decode: as fast as a switch written in place
     static func read(
         _ key: Field, _ s: inout JSONScanner, into r: inout AdRecord, forSelection: Bool, id: inout String?,
-        url: inout String?, stateName: inout String?
+        url: inout String?, state: inout RecordState?, stateName: inout String?
     ) throws -> Bool {
         switch key {
         case .bytes:
@@ -69,8 +70,8 @@ extension AdRecord.Decoded {
         case .failures:
             r.failures = try s.optInt()
         case .feedType:
-            if let name = try s.optString() {
-                guard let t = AdType(rawValue: name) else { return false }
+            if try !s.null() {
+                guard let t = try s.name(in: AdType.names) else { return false }
                 r.feedType = t
             }
         case .fileSha256:
@@ -136,7 +137,14 @@ extension AdRecord.Decoded {
         case .start:
             r.start = try s.optDouble()
         case .state:
-            stateName = try s.string()
+            let mark = s
+            state = try s.name(in: RecordState.names)
+            if state == nil {
+                s = mark
+                stateName = try s.string()
+            } else {
+                stateName = nil
+            }
         case .tracking:
             if forSelection {
                 try s.skip()
@@ -146,8 +154,8 @@ extension AdRecord.Decoded {
             try s.object { s, event in tracking[event] = try s.strings() }
             r.tracking = tracking
         case .type:
-            if let name = try s.optString() {
-                guard let t = AdType(rawValue: name) else { return false }
+            if try !s.null() {
+                guard let t = try s.name(in: AdType.names) else { return false }
                 r.type = t
             }
         case .url:

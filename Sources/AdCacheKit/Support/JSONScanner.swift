@@ -78,6 +78,10 @@ struct JSONScanner {
         try members(key: { try $0.key(in: keys) }, body)
     }
 
+    /// A string value that names one of `keys`, matched as bytes (no String made); nil for
+    /// any other string.
+    mutating func name<Key>(in keys: JSONKeyTable<Key>) throws -> Key? { try key(in: keys) }
+
     private mutating func key<Key>(in keys: JSONKeyTable<Key>) throws -> Key? {
         if let plain = try plainString() { return keys.key(plain) }
         var name = try escapedString()
