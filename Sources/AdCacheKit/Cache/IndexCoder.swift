@@ -111,9 +111,10 @@ enum IndexCoder {
                             return RetryAfter(origin: String(parts[0]), until: t)
                         } ?? nil
                 case "ads":
-                    // Room for as many records as the bytes can hold (one is at least 256 bytes
-                    // as adcache writes it): a 10,000-ad index is read without the array being
-                    // copied as it grows, and pages reserved but not needed are never touched.
+                    // Room for a record per 256 bytes (a downloaded ad's record, as adcache
+                    // writes it, is longer; a pending one can be shorter, and then the array
+                    // grows): a 10,000-ad index is read without the array being copied as it
+                    // grows, and pages reserved but not needed are never touched.
                     let room = bytes.count / 256
                     decoded.index.ads.reserveCapacity(room)
                     if forSelection { decoded.ranges.reserveCapacity(room) }
