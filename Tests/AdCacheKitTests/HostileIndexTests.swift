@@ -155,6 +155,18 @@ import Testing
         #expect(warnings.messages == ["index.json: dropped the record of ad 'twin': an earlier record has the same id"])
     }
 
+    /// The journal is applied by each record's place in what was kept: with a dropped twin
+    /// before it, a show recorded for a later ad still counts on that ad (its one show
+    /// allowed is used, so the next launch picks the other).
+    @Test func showsAfterADroppedTwinCountOnTheirOwnAd() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        try f.save([f.ready("twin"), f.ready("twin"), f.ready("once", priority: 9) { $0.maxShows = 1 }])
+        #expect(try f.cache(at: now).shown()?.id == "once")
+        #expect(try f.cache(at: now).shown()?.id == "twin")
+        #expect(try f.cache(at: now).list().map(\.shows) == [1, 1])
+    }
+
     @Test func showCounterOutOfRangeRestartsAboveEveryRecord() throws {
         let f = try CacheFixture(); defer { f.remove() }
         let a = f.ready("a") { $0.lastShowSeq = 7 }

@@ -164,7 +164,6 @@ final class CacheStore {
     struct IndexSnapshot {
         var decoded: IndexCoder.Decoded
         var identity: FileIdentity
-        var positions: [String: Int]
     }
 
     /// Reads the index for selection without the lock, and applies the journal's records
@@ -176,9 +175,8 @@ final class CacheStore {
             case .read(var decoded)? = try? readIndex(indexFile, forSelection: true),
             indexFile.identity == before
         else { return nil }
-        let positions = decoded.index.positions
-        _ = try? applyJournal(&decoded.index, positions: positions, warn: { _ in })
-        return IndexSnapshot(decoded: decoded, identity: before, positions: positions)
+        _ = try? applyJournal(&decoded.index, positions: decoded.positions, warn: { _ in })
+        return IndexSnapshot(decoded: decoded, identity: before)
     }
 
     /// As `loadLocked`, for a launch that read the index before it took the journal's lock:
@@ -189,7 +187,7 @@ final class CacheStore {
         guard early != nil, early?.identity == indexFile.identity else {
             return try loadLocked(warn: warn, forSelection: forSelection, repair: false)
         }
-        let positions = early!.positions
+        let positions = early!.decoded.positions
         let applied = try applyJournal(&early!.decoded.index, positions: positions, warn: warn)
         var loaded = early!.decoded.loaded(warn: warn)
         loaded.journalApplied = applied

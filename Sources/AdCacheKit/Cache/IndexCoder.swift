@@ -36,6 +36,10 @@ enum IndexCoder {
         var repairs: [Diagnostic] = []
         var source: [UInt8] = []
         var ranges: [Span] = []
+        /// Each record's place in `index.ads` by id: built as the records are read (it is
+        /// what finds a second record with the same id), so the journal is applied to them
+        /// without a second dictionary of every id.
+        var positions: [String: Int] = [:]
 
         /// The index, each repair said once as a warning.
         func index(warn: WarningSink) -> CacheIndex {
@@ -118,7 +122,7 @@ enum IndexCoder {
                     let room = bytes.count / 256
                     decoded.index.ads.reserveCapacity(room)
                     if forSelection { decoded.ranges.reserveCapacity(room) }
-                    var ids = Set<String>(minimumCapacity: room)
+                    decoded.positions.reserveCapacity(room)
                     try s.array { s in
                         let start = s.position()
                         decoded.index.ads.append(AdRecord.Decoded.blank)
@@ -127,7 +131,13 @@ enum IndexCoder {
                             &s, into: &decoded.index.ads[last], forSelection: forSelection)
                         let end = s.position()
                         let id = decoded.index.ads[last].id
-                        if fault == nil, !ids.insert(id).inserted { fault = "an earlier record has the same id" }
+                        if fault == nil {
+                            if decoded.positions[id] == nil {
+                                decoded.positions[id] = last
+                            } else {
+                                fault = "an earlier record has the same id"
+                            }
+                        }
                         if let fault {
                             decoded.index.ads.removeLast()
                             decoded.repair(id, "dropped the record of \(AdRecord.Decoded.name(of: id)): \(fault)")
