@@ -91,6 +91,15 @@ public final class LoopbackServer: @unchecked Sendable {
             }
             return Response(status: 200, headers: headers, body: body)
         }
+
+        /// `file`, sent 100,000 bytes at a time with half a second between them: a slow
+        /// link, for deadlines and resumed downloads.
+        public static func slowFile(_ body: [UInt8], for request: Request, etag: String) -> Response {
+            var response = file(body, for: request, etag: etag)
+            response.dripChunk = 100_000
+            response.dripPause = 0.5
+            return response
+        }
     }
 
     public let port: Int

@@ -281,10 +281,7 @@ struct SiteCacheTests {
         let video = Media.mp4(400_000)
         let server = try LoopbackServer { r in
             if r.path == "/feed.json" { return .text(200, #"[{"id":"v","url":"v.mp4"}]"#) }
-            var resp = LoopbackServer.Response.file(video, for: r, etag: "\"v\"")
-            resp.dripChunk = 100_000
-            resp.dripPause = 0.5
-            return resp
+            return .slowFile(video, for: r, etag: "\"v\"")
         }
         defer { server.stop() }
         let s = Sandbox(); defer { s.remove() }

@@ -321,10 +321,7 @@ import Testing
         let slow = Media.mp4(400_000)
         let server = try LoopbackServer { r in
             if r.path == "/feed.json" { return .text(200, #"[{"id":"s","url":"s.mp4"}]"#) }
-            var resp = LoopbackServer.Response.file(slow, for: r, etag: "\"s\"")
-            resp.dripChunk = 100_000
-            resp.dripPause = 0.5
-            return resp
+            return .slowFile(slow, for: r, etag: "\"s\"")
         }
         defer { server.stop() }
         let r = Adcache.run([
