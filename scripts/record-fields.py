@@ -92,6 +92,11 @@ FIELDS = [
 FROM_FEED = ["placement", "sha256", "start", "expires", "maxShows", "maxShowsPerDay", "minInterval", "duration",
              "priority", "clickUrl", "meta", "weight", "schedule", "tracking", "vast"]
 
+# Where a selection field lives in `AdRecord` when not under its own name, for the selection
+# digest (`index.sel`, Cache/SelectionDigest.swift), which stores each record's selection
+# fields in the table's order: `hours` and `days` are the schedule's.
+DIGEST_PATHS = {"hours": "schedule.windows", "days": "schedule.days"}
+
 READERS = {"optString": "s.optString()", "optInt": "s.optInt()", "optDouble": "s.optDouble()",
            "int": "s.int()", "string": "s.string()"}
 
@@ -174,6 +179,20 @@ def generate():
     out.append("    mutating func takeFeedFields(of ad: FeedAd) {")
     for n in FROM_FEED:
         out.append(f"        {n} = ad.{n}")
+    out.append("    }")
+    out.append("")
+    out.append("    /// The fields a selection read keeps, as the selection digest (`index.sel`) stores them.")
+    out.append("    func writeSelection(_ w: inout DigestWriter) {")
+    for f in FIELDS:
+        if f[2]:
+            out.append(f"        w.put({DIGEST_PATHS.get(f[0], f[0])})")
+    out.append("    }")
+    out.append("")
+    out.append("    /// Reads them back into `r` (which starts as `blank`); `d.failed` says when they ran short.")
+    out.append("    static func readSelection(_ d: inout DigestReader, into r: inout AdRecord) {")
+    for f in FIELDS:
+        if f[2]:
+            out.append(f"        d.get(&r.{DIGEST_PATHS.get(f[0], f[0])})")
     out.append("    }")
     out.append("")
     out.append("    /// The same, given back to a feed's ad (`feedAd`).")

@@ -91,7 +91,7 @@ import Testing
         let seed = try Self.snapshot(cacheDir)
         for name in [
             "index.json", "index.json.old", "journal", "journal.folding", "events.json", "fetch.lock", "index.lock",
-            "journal.lock", "report.retry-after",
+            "journal.lock", "report.retry-after", "index.sel",
         ] {
             try #require(seed[name] != nil, "the seed has \(name): \(seed.keys.sorted())")
         }

@@ -393,13 +393,15 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
     /// the new one: write `<name>.tmp` (created fresh), fsync it, rename it over the target,
     /// fsync the folder. Callers serialise writes to one name (the index lock), so a
     /// temporary that a crash leaves behind is replaced, never piles up. `beforeReplacing`
-    /// runs once the temporary is durable, just before it takes the name.
-    func writeAtomically(_ bytes: [UInt8], beforeReplacing: () -> Void = {}) throws {
+    /// runs once the temporary is durable, just before it takes the name. `durable: false`
+    /// leaves out both fsyncs: readers never see a torn file, but a crash may lose it (or
+    /// leave it empty), for a file whose loss costs nothing but time (the selection digest).
+    func writeAtomically(_ bytes: [UInt8], durable: Bool = true, beforeReplacing: () -> Void = {}) throws {
         let temp = sibling(name + ".tmp")
         let fd = temp.createFresh()
         guard fd >= 0 else { throw FileIO.writeError("cannot write \(temp.path)") }
         var failure: Int32? = bytes.withUnsafeBytes { FileIO.writeAll(fd, $0) }
-        if failure == nil, fsync(fd) != 0 { failure = errno }
+        if failure == nil, durable, fsync(fd) != 0 { failure = errno }
         if close(fd) != 0, failure == nil { failure = errno }
         if let failure {
             temp.remove()
@@ -412,7 +414,7 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
             temp.remove()
             throw FileIO.writeError("cannot replace \(path)", e)
         }
-        directory.sync(folder)
+        if durable { directory.sync(folder) }
     }
 
     /// Writes a small file with no durability promise (a hint that may be lost in a crash).

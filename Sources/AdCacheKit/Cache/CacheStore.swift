@@ -22,6 +22,8 @@ final class CacheStore {
     let indexLockFile: CacheFile
     /// Held by a running `fetch` for its whole run.
     let fetchLockFile: CacheFile
+    /// `index.sel`: the selection digest of `index.json` (`SelectionDigest`).
+    var digestFile: CacheFile { dir.file(SelectionDigest.fileName) }
     var indexPath: String { indexFile.path }
     var oldIndexPath: String { oldIndexFile.path }
     var assetsDirectory: String { dir.path(of: .assets) }
@@ -200,7 +202,35 @@ final class CacheStore {
         guard !index.forSelection else {   // it lacks the feed's texts: never written
             throw AdCacheError.io("internal error: an index read for selection cannot be saved")
         }
-        try replaceKeepingPrevious(indexFile, previous: oldIndexFile, with: try IndexCoder.encode(index))
+        let bytes = try IndexCoder.encode(index)
+        try replaceKeepingPrevious(indexFile, previous: oldIndexFile, with: bytes)
+        saveDigest(of: bytes)
+    }
+
+    /// `index.sel` (`SelectionDigest`), for the index just written as `bytes`: the records as
+    /// a selection read takes them from these bytes. When it cannot be written, none is left
+    /// (a stale one would only be refused, but costs a read).
+    func saveDigest(of bytes: [UInt8]) {
+        guard let decoded = try? IndexCoder.decode(bytes, forSelection: true),
+            let digest = SelectionDigest.encode(decoded, of: bytes),
+            (try? digestFile.writeAtomically(digest, durable: false)) != nil
+        else {
+            digestFile.remove()
+            return
+        }
+    }
+
+    /// Writes `index.sel` for the index on disk unless it has its digest already (the caller
+    /// holds the index lock).
+    func refreshDigest() {
+        guard let bytes = try? indexFile.read(), !bytes.isEmpty, digest(of: bytes) == nil else { return }
+        saveDigest(of: bytes)
+    }
+
+    /// The records of `index.sel` when it is the digest of these bytes of `index.json`.
+    func digest(of bytes: [UInt8]) -> SelectionDigest.Ads? {
+        guard let digest = try? digestFile.read(limit: Int64(bytes.count) * 4 + 4096) else { return nil }
+        return bytes.withUnsafeBufferPointer { SelectionDigest.decode(digest, of: $0) }
     }
 
     /// Replaces `file` atomically; the generation it replaces becomes `previous` (a hard
@@ -283,6 +313,7 @@ extension CacheStore {
                 dir.file(name).remove()
             }
             uncommittedFile.remove()
+            digestFile.remove()
             signedFeedFile.remove()
             dir.file("vast.documents").remove()
             dir.sync(.top)

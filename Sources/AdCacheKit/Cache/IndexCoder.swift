@@ -38,8 +38,11 @@ enum IndexCoder {
         var ranges: [Span] = []
         /// Each record's place in `index.ads` by id: built as the records are read (it is
         /// what finds a second record with the same id), so the journal is applied to them
-        /// without a second dictionary of every id.
-        var positions: [String: Int] = [:]
+        /// without a second dictionary of every id. Nil when the selection digest gave the
+        /// records: the journal's records, if any, then build it.
+        var positions: [String: Int]?
+        /// For a selection read: where the `ads` array is in `source` (`[` to one past `]`).
+        var adsSpan: Span?
 
         /// The index, each repair said once as a warning.
         func index(warn: WarningSink) -> CacheIndex {
@@ -63,7 +66,11 @@ enum IndexCoder {
     /// cannot be trusted — a field of the wrong kind, an unknown state, a negative count, a
     /// time out of range — is dropped; a record whose only fault is its file name keeps its
     /// counts and loses the file. Either is a repair, said as a warning.
-    static func decode(_ bytes: [UInt8], forSelection: Bool = false) throws -> Decoded {
+    /// `digest`: for a selection read, the records as the selection digest of these very
+    /// bytes holds them (`SelectionDigest`): the `ads` array is then not parsed again.
+    static func decode(_ bytes: [UInt8], forSelection: Bool = false, digest: SelectionDigest.Ads? = nil) throws
+        -> Decoded
+    {
         try bytes.withUnsafeBufferPointer { buffer in
             var s = JSONScanner(buffer)
             var decoded = Decoded(index: CacheIndex())
@@ -115,6 +122,14 @@ enum IndexCoder {
                             return RetryAfter(origin: String(parts[0]), until: t)
                         } ?? nil
                 case "ads":
+                    let start = s.position()
+                    if forSelection, let digest, digest.span.start == start {
+                        s.jump(to: digest.span.end)
+                        decoded.index.ads = digest.records
+                        decoded.ranges = digest.ranges
+                        decoded.adsSpan = digest.span
+                        return
+                    }
                     // Room for a record per 256 bytes (a downloaded ad's record, as adcache
                     // writes it, is longer; a pending one can be shorter, and then the array
                     // grows): a 10,000-ad index is read without the array being copied as it
@@ -122,7 +137,9 @@ enum IndexCoder {
                     let room = bytes.count / 256
                     decoded.index.ads.reserveCapacity(room)
                     if forSelection { decoded.ranges.reserveCapacity(room) }
-                    decoded.positions.reserveCapacity(room)
+                    var positions: [String: Int] = [:]
+                    positions.reserveCapacity(room)
+                    defer { decoded.positions = positions }
                     try s.array { s in
                         let start = s.position()
                         decoded.index.ads.append(AdRecord.Decoded.blank)
@@ -132,8 +149,8 @@ enum IndexCoder {
                         let end = s.position()
                         let id = decoded.index.ads[last].id
                         if fault == nil {
-                            if decoded.positions[id] == nil {
-                                decoded.positions[id] = last
+                            if positions[id] == nil {
+                                positions[id] = last
                             } else {
                                 fault = "an earlier record has the same id"
                             }
@@ -150,6 +167,7 @@ enum IndexCoder {
                         }
                         if forSelection { decoded.ranges.append(Span(start: start, end: end)) }
                     }
+                    if forSelection { decoded.adsSpan = Span(start: start, end: s.i) }
                 default: try s.skip()
                 }
             }

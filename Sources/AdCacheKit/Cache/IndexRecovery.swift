@@ -73,9 +73,11 @@ extension CacheStore {
             throw AdCacheError.io(e.message)
         }
         if bytes.isEmpty { return .unreadable("it is empty") }
+        // A launch takes the records from the selection digest when it is these bytes'.
+        let digest = forSelection && file.name == indexFile.name ? digest(of: bytes) : nil
         let decoded: IndexCoder.Decoded
         do {
-            decoded = try IndexCoder.decode(bytes, forSelection: forSelection)
+            decoded = try IndexCoder.decode(bytes, forSelection: forSelection, digest: digest)
         } catch let e as JSONScanner.Malformed {
             return .unreadable("\(e.what) at byte \(e.offset)")
         } catch {

@@ -51,7 +51,11 @@ final class Pruner {
             if !options.dryRun {
                 for file in unnamed { file.remove() }
                 if !unnamed.isEmpty { store.dir.sync(.assets) }
-                if index != loaded.index { try store.save(index) }
+                if index != loaded.index {
+                    try store.save(index)
+                } else {
+                    store.refreshDigest()   // an index an older adcache wrote gets its digest
+                }
                 queueNotUsed(gone: loaded.index.ads, kept: index.ads, at: t)
             }
             CrashPoint.reach("prune.afterSave")
@@ -211,7 +215,9 @@ final class Pruner {
 
     /// Temporaries of index writers that died (writes happen under the index lock, held here).
     private func temporaries(report: inout PruneReport) -> [CacheFile] {
-        let names: Set = ["index.json.tmp", "index.json.old.tmp", "\(EventLog.fileName).tmp"]
+        let names: Set = [
+            "index.json.tmp", "index.json.old.tmp", "\(SelectionDigest.fileName).tmp", "\(EventLog.fileName).tmp",
+        ]
         return store.dir.list(.top).filter(names.contains).map { name in
             let file = store.dir.file(name)
             report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: file.size ?? 0))

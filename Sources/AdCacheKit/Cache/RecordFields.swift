@@ -279,6 +279,72 @@ extension AdRecord {
         vast = ad.vast
     }
 
+    /// The fields a selection read keeps, as the selection digest (`index.sel`) stores them.
+    func writeSelection(_ w: inout DigestWriter) {
+        w.put(bytes)
+        w.put(duration)
+        w.put(expires)
+        w.put(file)
+        w.put(fileMtime)
+        w.put(failures)
+        w.put(feedType)
+        w.put(freshUntil)
+        w.put(schedule.windows)
+        w.put(schedule.days)
+        w.put(id)
+        w.put(lastShowSeq)
+        w.put(lastShown)
+        w.put(maxShows)
+        w.put(maxShowsPerDay)
+        w.put(minInterval)
+        w.put(pickEpoch)
+        w.put(picks)
+        w.put(placement)
+        w.put(priority)
+        w.put(retryAt)
+        w.put(showDay)
+        w.put(shows)
+        w.put(showsOnDay)
+        w.put(start)
+        w.put(state)
+        w.put(type)
+        w.put(vast)
+        w.put(weight)
+    }
+
+    /// Reads them back into `r` (which starts as `blank`); `d.failed` says when they ran short.
+    static func readSelection(_ d: inout DigestReader, into r: inout AdRecord) {
+        d.get(&r.bytes)
+        d.get(&r.duration)
+        d.get(&r.expires)
+        d.get(&r.file)
+        d.get(&r.fileMtime)
+        d.get(&r.failures)
+        d.get(&r.feedType)
+        d.get(&r.freshUntil)
+        d.get(&r.schedule.windows)
+        d.get(&r.schedule.days)
+        d.get(&r.id)
+        d.get(&r.lastShowSeq)
+        d.get(&r.lastShown)
+        d.get(&r.maxShows)
+        d.get(&r.maxShowsPerDay)
+        d.get(&r.minInterval)
+        d.get(&r.pickEpoch)
+        d.get(&r.picks)
+        d.get(&r.placement)
+        d.get(&r.priority)
+        d.get(&r.retryAt)
+        d.get(&r.showDay)
+        d.get(&r.shows)
+        d.get(&r.showsOnDay)
+        d.get(&r.start)
+        d.get(&r.state)
+        d.get(&r.type)
+        d.get(&r.vast)
+        d.get(&r.weight)
+    }
+
     /// The same, given back to a feed's ad (`feedAd`).
     func giveFeedFields(to ad: inout FeedAd) {
         ad.placement = placement

@@ -379,6 +379,12 @@ struct JSONScanner {
         return i
     }
 
+    /// Continues at `offset`, past a value whose bytes are known to be well-formed (the
+    /// index's records, when the selection digest holds them).
+    mutating func jump(to offset: Int) {
+        i = min(max(offset, i), bytes.count)
+    }
+
     /// Reads a value with `read`. When the value is well-formed JSON that `read` refuses (a
     /// string where a number belongs, a number out of range), skips it and returns nil;
     /// malformed JSON still throws.
