@@ -29,8 +29,13 @@ waitport() { for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null 
 echo "== 1, 2: next, against a minimal Swift program and jq" >&2
 swiftc -O -o "$W/hello" bench/hello.swift 2>/dev/null
 swiftc -O -static-stdlib -o "$W/hello-static" bench/hello.swift 2>/dev/null
-python3 bench/make_index.py "$W/i100" 100
-python3 bench/make_index.py "$W/i10k" 10000
+# make_index.py writes index.json itself; a prune then writes its selection digest
+# (index.sel), as every fetch does. A copy (cp -r) is a new file, which launches check by its
+# hash: each copy is pruned too, so that every cache is as a fetch leaves it.
+mkindex() { python3 bench/make_index.py "$@"; "$BS" --cache-dir "$1" prune -q; }
+cpcache() { cp -r "$1" "$2"; "$BS" --cache-dir "$2" prune -q; }
+mkindex "$W/i100" 100
+mkindex "$W/i10k" 10000
 NOW=$(date +%s)
 # Start-up figures move with whatever else the machine does; so each pair is measured in
 # five alternating rounds and the median of the per-round ratios is reported.
@@ -51,7 +56,7 @@ pair n100s "$BS --cache-dir $W/i100 next --peek" "$W/hello-static"
 row "  both with the Swift runtime linked in (make release)" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
 pair n100x "$BS --cache-dir $W/i100 next --peek" "$W/hello"
 row "  make release's adcache vs the default-built minimal program" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
-cp -r "$W/i100" "$W/i100w"
+cpcache "$W/i100" "$W/i100w"
 pair n100w "$ADC --cache-dir $W/i100w next" "$W/hello"
 row "next (records the show), 100 ads vs minimal Swift" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
 want=$(jq -r --argjson now "$NOW" -f bench/select.jq "$W/i10k/index.json")
@@ -61,7 +66,7 @@ hyperfine -N -w 2 -r 15 --export-json "$W/n10k.json" "$ADC --cache-dir $W/i10k n
 hyperfine -N -w 2 -r 15 --export-json "$W/jq.json" "jq -r --argjson now $NOW -f bench/select.jq $W/i10k/index.json" >/dev/null 2>&1
 n10k=$(median "$W/n10k.json"); jqm=$(median "$W/jq.json")
 row "next --peek, 10,000 ads vs jq (same selection)" "$(ms "$n10k")" "$(ms "$jqm")" "$(ratio "$n10k" "$jqm")" "≤ 0.5" "$(met "$(ratio "$n10k" "$jqm")" 0.5)"
-cp -r "$W/i10k" "$W/i10kw"
+cpcache "$W/i10k" "$W/i10kw"
 hyperfine -N -w 1 -r 10 --export-json "$W/n10kw.json" "$ADC --cache-dir $W/i10kw next" >/dev/null 2>&1
 row "next (records the show), 10,000 ads vs jq" "$(ms "$(median "$W/n10kw.json")")" "$(ms "$jqm")" "$(ratio "$(median "$W/n10kw.json")" "$jqm")" "—" ""
 
@@ -172,9 +177,9 @@ for n in 10 100 1000; do
 done
 
 echo "== 7: what a launch writes, and next against jq's selection over the feed file" >&2
-python3 bench/make_index.py "$W/w100" 100
+mkindex "$W/w100" 100
 # (w10k is i10k's copy; i10k's feed.json serves the jq row below)
-cp -r "$W/i10k" "$W/w10k"
+cpcache "$W/i10k" "$W/w10k"
 for n in 100 10k; do
     read -r wrote stored < <(python3 bench/io_bytes.py "$ADC" --cache-dir "$W/w$n" next)
     row "bytes written by a recorded show, ${n/10k/10,000} ads: write(2) / to storage" "$wrote B / $stored B" "" "" "≤ 64 KiB" "$(met "$wrote" 65536)"
@@ -189,7 +194,7 @@ row "next (records the show), 10,000 ads vs jq over the feed file" "$(ms "$n10kw
 
 # 50 launches at once at 10,000 ads: each holds the index lock for its journal and choice
 # only (the index is read before it), so none waits past its second and every show counts.
-cp -r "$W/i10k" "$W/c10k"
+cpcache "$W/i10k" "$W/c10k"
 LAUNCHES=()   # (a bare `wait` would wait for the servers above too)
 for i in $(seq 50); do ( "$ADC" --cache-dir "$W/c10k" next >/dev/null 2>"$W/c10k.$i.err" ) & LAUNCHES+=($!); done
 wait "${LAUNCHES[@]}"
@@ -257,7 +262,7 @@ strip -o "$W/hello-static-stripped" "$W/hello-static"
 pair n100rs "$BS --cache-dir $W/i100 next --peek" "$W/hello-static-stripped"
 row "  the same, the minimal program stripped too" "$(ms "$A")" "$(ms "$B")" "$R" "—" ""
 rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
-cp -r "$W/i100" "$W/i100r"
+cpcache "$W/i100" "$W/i100r"
 rn=$(rss "$BS" --cache-dir "$W/i100r" next); rc=$(rss curl --version)
 row "peak RSS of next (records the show), 100 ads, vs curl --version" "${rn} KiB" "${rc} KiB" "$(ratio "$rn" "$rc")" "—" ""
 # The leanest feed a server sends (id, type, url, expires, maxShows, priority), fetched by
@@ -276,7 +281,7 @@ for i in range(10000):
 json.dump({"ads": ads}, open(d + "/feed.json", "w"))
 PY
 "$BS" --cache-dir "$W/lean/c" fetch -q --no-progress "$W/lean/feed.json" >/dev/null 2>&1 || true
-cp -r "$W/lean/c" "$W/lean/w"
+cpcache "$W/lean/c" "$W/lean/w"
 hyperfine -N -w 2 -r 15 --export-json "$W/lp.json" "$BS --cache-dir $W/lean/c next --peek" >/dev/null 2>&1
 hyperfine -N -w 1 -r 15 --export-json "$W/lw.json" "$BS --cache-dir $W/lean/w next" >/dev/null 2>&1
 hyperfine -N -w 2 -r 15 --export-json "$W/lj.json" "jq -r --argjson now $NOW '$FEEDJQ' $W/lean/feed.json" >/dev/null 2>&1

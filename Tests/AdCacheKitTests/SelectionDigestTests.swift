@@ -177,6 +177,41 @@ import Testing
         #expect(try f.cache(at: Self.t).list().first { $0.id == "a" }?.priority == 1)
     }
 
+    /// A save stamps `index.json` with a modification time of its own, and a launch that finds
+    /// the file still so (the same inode, size and time to the nanosecond) reads only the
+    /// digest, the bytes around the records, and the chosen record: shown whole.
+    @Test func aLaunchReadsOnlyTheChosenRecordOfAStampedIndex() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        try f.save([
+            f.ready("a", priority: 1),
+            f.ready("b", priority: 2) {
+                $0.clickUrl = "https://click.example/b"
+                $0.meta = .object(["title": .string("B")])
+            },
+        ])
+        let decoded = try #require(f.store.readIndexByDigest(), "the stamped index is read through its digest")
+        #expect(decoded.source.isEmpty && decoded.file != nil)
+        let shown = try #require(try f.cache(at: Self.t).shown(NextOptions(peek: true)))
+        #expect(shown.id == "b" && shown.clickUrl == "https://click.example/b")
+        #expect(shown.meta == .object(["title": .string("B")]))
+        // The one way past the stamp: the owner writing the file in place and setting its time
+        // back to the stamp by hand. The launch then trusts the digest, as documented.
+        var st = stat()
+        try #require(stat(f.store.indexPath, &st) == 0)
+        var text = try String(contentsOfFile: f.store.indexPath, encoding: .utf8)
+        text = text.replacingOccurrences(of: #""priority":2"#, with: #""priority":0"#)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: f.store.indexPath))
+        var times = [st.st_atim, st.st_mtim]
+        try #require(utimensat(AT_FDCWD, f.store.indexPath, &times, 0) == 0)
+        #expect(f.store.readIndexByDigest() != nil)
+        #expect(try f.cache(at: Self.t).shown(NextOptions(peek: true))?.id == "b")
+        // Any other write leaves the kernel's time: the digest is no longer taken for it.
+        try Data(text.utf8).write(to: URL(fileURLWithPath: f.store.indexPath))
+        #expect(f.store.readIndexByDigest() == nil)
+        #expect(try f.cache(at: Self.t).shown(NextOptions(peek: true))?.id == "a")
+    }
+
     /// An index changed by anything but a save (a hand edit, an older adcache, a copy from
     /// elsewhere): the digest no longer matches and the launch reads the JSON.
     @Test func aHandEditedIndexIsReadAsEdited() throws {
@@ -218,6 +253,16 @@ import Testing
         #expect(try f.cache(at: Self.t).shown(NextOptions(peek: true))?.id == "a")
         _ = try f.cache(at: Self.t).prune()
         #expect(f.store.digest(of: before) != nil)
+        #expect(f.store.readIndexByDigest() != nil)
+        // A copy of the index (another file, its digest still right by the hash): read whole
+        // and hashed, until a prune stamps it.
+        let copy = f.store.indexPath + ".copy"
+        try Data(before).write(to: URL(fileURLWithPath: copy))
+        try #require(rename(copy, f.store.indexPath) == 0)
+        #expect(f.store.readIndexByDigest() == nil)
+        #expect(f.store.digest(of: before) != nil)
+        _ = try f.cache(at: Self.t).prune()
+        #expect(f.store.readIndexByDigest() != nil)
     }
 
     @Test func clearRemovesTheDigest() throws {

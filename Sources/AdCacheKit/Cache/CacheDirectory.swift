@@ -238,9 +238,7 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
     /// Device, inode, size and modification time of a regular file, or nil.
     var identity: CacheStore.FileIdentity? {
         guard let st = status(), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return CacheStore.FileIdentity(
-            device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-            mtime: FileIO.nanoseconds(st.st_mtim))
+        return CacheStore.FileIdentity(st)
     }
 
     /// True when the name is a symbolic link.

@@ -85,12 +85,22 @@ final class CacheStore {
         /// read the chosen record whole (`complete`).
         var source: [UInt8] = []
         var ranges: [IndexCoder.Span] = []
+        /// Instead of `source`, when the records came from the digest alone.
+        var file: IndexFileBytes?
 
         /// Fills in what a selection read left out of record `i` (its feed-given texts).
         func complete(_ record: inout AdRecord, at i: Int) {
             guard i < ranges.count else { return }
-            let whole: AdRecord? = source.withUnsafeBufferPointer { all in
-                var s = JSONScanner(UnsafeBufferPointer(rebasing: all[ranges[i].start..<ranges[i].end]))
+            let bytes: ArraySlice<UInt8>
+            if let file {
+                guard let read = file.read(ranges[i]) else { return }
+                bytes = read[...]
+            } else {
+                guard ranges[i].end <= source.count else { return }
+                bytes = source[ranges[i].start..<ranges[i].end]
+            }
+            let whole: AdRecord? = bytes.withUnsafeBufferPointer { buffer in
+                var s = JSONScanner(buffer)
                 return try? AdRecord.Decoded(&s, forSelection: false).record
             }
             if let whole { record.takeTexts(of: whole) }
@@ -159,6 +169,19 @@ final class CacheStore {
     /// The index file's identity: a replacement (a rename) or an edit changes it.
     struct FileIdentity: Equatable {
         var device: UInt64, inode: UInt64, size: Int64, mtime: Int64
+
+        init(device: UInt64, inode: UInt64, size: Int64, mtime: Int64) {
+            self.device = device
+            self.inode = inode
+            self.size = size
+            self.mtime = mtime
+        }
+
+        init(_ st: stat) {
+            self.init(
+                device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                mtime: FileIO.nanoseconds(st.st_mtim))
+        }
     }
 
     /// An index as read without the lock, with the journal as it was then, and which file it
@@ -204,15 +227,16 @@ final class CacheStore {
         }
         let bytes = try IndexCoder.encode(index)
         try replaceKeepingPrevious(indexFile, previous: oldIndexFile, with: bytes)
-        saveDigest(of: bytes)
+        saveDigest(of: bytes, stamped: stampIndex())
     }
 
     /// `index.sel` (`SelectionDigest`), for the index just written as `bytes`: the records as
     /// a selection read takes them from these bytes. When it cannot be written, none is left
     /// (a stale one would only be refused, but costs a read).
-    func saveDigest(of bytes: [UInt8]) {
+    /// `stamped`: the identity `stampIndex` gave the file those bytes are.
+    func saveDigest(of bytes: [UInt8], stamped: FileIdentity?) {
         guard let decoded = try? IndexCoder.decode(bytes, forSelection: true),
-            let digest = SelectionDigest.encode(decoded, of: bytes),
+            let digest = SelectionDigest.encode(decoded, of: bytes, identity: stamped),
             (try? digestFile.writeAtomically(digest, durable: false)) != nil
         else {
             digestFile.remove()
@@ -220,11 +244,40 @@ final class CacheStore {
         }
     }
 
-    /// Writes `index.sel` for the index on disk unless it has its digest already (the caller
-    /// holds the index lock).
+    /// Gives `index.json` a modification time of its own — now, to the nanosecond — and
+    /// returns its identity when the file system kept that time exactly: any write to the
+    /// file since (an edit in place) sets the time to the kernel's clock, which no launch
+    /// then takes for the stamp (`SelectionDigest.decode(_:identity:)`). Nil when the file
+    /// cannot be stamped (not ours, a file system of coarse times): launches then hash it.
+    func stampIndex() -> FileIdentity? {
+        let fd = indexFile.open(O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        if now.tv_nsec == 0 { now.tv_nsec = 1 }
+        let omit = (1 << 30) - 2   // UTIME_OMIT (a macro Swift does not import): the access time as it is
+        var times = [timespec(tv_sec: 0, tv_nsec: omit), now]
+        var st = stat()
+        guard futimens(fd, &times) == 0, fstat(fd, &st) == 0, st.st_mtim.tv_sec == now.tv_sec,
+            st.st_mtim.tv_nsec == now.tv_nsec
+        else { return nil }
+        return FileIdentity(st)
+    }
+
+    /// Writes `index.sel` for the index on disk unless it has its digest already, for this
+    /// very file (a copied index is checked by its hash until then). The caller holds the
+    /// index lock.
     func refreshDigest() {
-        guard let bytes = try? indexFile.read(), !bytes.isEmpty, digest(of: bytes) == nil else { return }
-        saveDigest(of: bytes)
+        if let identity = indexFile.identity, let digest = try? digestFile.read(limit: identity.size * 4 + 4096),
+            SelectionDigest.decode(digest, identity: identity) != nil
+        {
+            return
+        }
+        var stamped = stampIndex()
+        guard let bytes = try? indexFile.read(), !bytes.isEmpty else { return }
+        if indexFile.identity != stamped { stamped = nil }   // written since: the hash alone
+        saveDigest(of: bytes, stamped: stamped)
     }
 
     /// The records of `index.sel` when it is the digest of these bytes of `index.json`.

@@ -43,6 +43,9 @@ enum IndexCoder {
         var positions: [String: Int]?
         /// For a selection read: where the `ads` array is in `source` (`[` to one past `]`).
         var adsSpan: Span?
+        /// For a selection read that took the records from the digest without reading the
+        /// index (`source` is then empty): the file, to read the chosen record from.
+        var file: IndexFileBytes?
 
         /// The index, each repair said once as a warning.
         func index(warn: WarningSink) -> CacheIndex {
@@ -54,6 +57,7 @@ enum IndexCoder {
             var l = CacheStore.Loaded(index: index(warn: warn))
             l.source = source
             l.ranges = ranges
+            l.file = file
             return l
         }
 

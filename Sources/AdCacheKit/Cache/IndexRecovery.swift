@@ -66,6 +66,7 @@ extension CacheStore {
         guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link (never followed), a fifo…
             return .unreadable("it is not a regular file")
         }
+        if forSelection, file.name == indexFile.name, let decoded = readIndexByDigest() { return .read(decoded) }
         let bytes: [UInt8]
         do {
             bytes = try file.read()
@@ -89,5 +90,36 @@ extension CacheStore {
             )
         }
         return .read(decoded)
+    }
+
+    /// A launch's read of the index through its digest alone, when `index.json` is still the
+    /// file the digest was written for (`SelectionDigest.decode(_:identity:)`): the records
+    /// from the digest, the top level from the bytes around the `ads` array, the chosen
+    /// record later from the file held open. Nil for anything else (the caller then reads
+    /// the index whole).
+    func readIndexByDigest() -> IndexCoder.Decoded? {
+        let fd = indexFile.open(O_RDONLY)
+        guard fd >= 0 else { return nil }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            close(fd)
+            return nil
+        }
+        let file = IndexFileBytes(fd: fd, size: Int(st.st_size))
+        guard let digest = try? digestFile.read(limit: Int64(st.st_size) * 4 + 4096),
+            let ads = SelectionDigest.decode(digest, identity: FileIdentity(st)),
+            let head = file.read(IndexCoder.Span(start: 0, end: ads.span.start)),
+            let tail = file.read(IndexCoder.Span(start: ads.span.end, end: file.size))
+        else { return nil }
+        // The top level as it is, the records' array left empty and filled from the digest.
+        var around = ads
+        around.span = IndexCoder.Span(start: ads.span.start, end: ads.span.start + 2)
+        guard var decoded = try? IndexCoder.decode(head + Array("[]".utf8) + tail, forSelection: true, digest: around),
+            decoded.index.version <= CacheIndex.currentVersion
+        else { return nil }
+        decoded.source = []
+        decoded.adsSpan = ads.span
+        decoded.file = file
+        return decoded
     }
 }
