@@ -231,33 +231,32 @@ struct DigestReader {
 
     var atEnd: Bool { !failed && i == count }
 
-    /// The offset of the next `n` bytes, or nil (and `failed`).
+    /// The offset of the next `n` bytes, or nil (and `failed`, which stays set: the reads
+    /// after it give defaults, and the caller refuses the digest).
     @inline(__always) private mutating func take(_ n: Int) -> Int? {
-        guard !failed, base != nil, n <= count &- i else {
+        guard n <= count &- i, base != nil else {
             failed = true
+            i = count
             return nil
         }
-        defer { i &+= n }
-        return i
+        let at = i
+        i &+= n
+        return at
     }
 
     @inline(__always) mutating func int() -> Int64 {
         guard let at = take(8) else { return 0 }
-        return Int64(littleEndian: UnsafeRawPointer(base! + at).loadUnaligned(as: Int64.self))
+        return Int64(littleEndian: UnsafeRawPointer(base.unsafelyUnwrapped + at).loadUnaligned(as: Int64.self))
     }
     @inline(__always) private mutating func byte() -> UInt8 {
         guard let at = take(1) else { return 0 }
-        return base![at]
+        return base.unsafelyUnwrapped[at]
     }
     /// A presence flag: 0 or 1.
     @inline(__always) private mutating func present() -> Bool {
-        switch byte() {
-        case 0: return false
-        case 1: return true
-        default:
-            failed = true
-            return false
-        }
+        let b = byte()
+        if b > 1 { failed = true }
+        return b == 1
     }
     private mutating func fail() { failed = true }
 
@@ -280,7 +279,7 @@ struct DigestReader {
     mutating func get(_ v: inout String) {
         let n = int()
         guard n >= 0, n <= Int64(count), let at = take(Int(n)) else { return fail() }
-        v = String(decoding: UnsafeBufferPointer(start: base! + at, count: Int(n)), as: UTF8.self)
+        v = String(decoding: UnsafeBufferPointer(start: base.unsafelyUnwrapped + at, count: Int(n)), as: UTF8.self)
     }
     mutating func get(_ v: inout String?) {
         guard present() else { return v = nil }
