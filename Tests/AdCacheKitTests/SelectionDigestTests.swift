@@ -192,6 +192,10 @@ import Testing
         ])
         let decoded = try #require(f.store.readIndexByDigest(), "the stamped index is read through its digest")
         #expect(decoded.source.isEmpty && decoded.file != nil)
+        // A recording launch reads the index before it takes the journal's lock, with each
+        // record's place by id: built then, not under the lock (50 launches at once at 10,000
+        // ads lost shows to the lock's timeout while each built it there).
+        #expect(f.store.snapshotForSelection()?.decoded.positions == ["a": 0, "b": 1])
         let shown = try #require(try f.cache(at: Self.t).shown(NextOptions(peek: true)))
         #expect(shown.id == "b" && shown.clickUrl == "https://click.example/b")
         #expect(shown.meta == .object(["title": .string("B")]))
@@ -263,6 +267,10 @@ import Testing
         #expect(f.store.digest(of: before) != nil)
         _ = try f.cache(at: Self.t).prune()
         #expect(f.store.readIndexByDigest() != nil)
+        // A digest that is current is left as it is.
+        let written = f.store.digestFile.identity
+        _ = try f.cache(at: Self.t).prune()
+        #expect(f.store.digestFile.identity == written)
     }
 
     @Test func clearRemovesTheDigest() throws {

@@ -200,6 +200,9 @@ final class CacheStore {
             case .read(var decoded)? = try? readIndex(indexFile, forSelection: true),
             indexFile.identity == before
         else { return nil }
+        // Each record's place by id, here rather than under the lock (records taken from the
+        // digest come without it): the journal's later records are applied with it there.
+        if decoded.positions == nil { decoded.positions = decoded.index.positions }
         _ = try? applyJournal(&decoded.index, positions: decoded.positions, warn: { _ in })
         return IndexSnapshot(decoded: decoded, identity: before)
     }
@@ -270,7 +273,7 @@ final class CacheStore {
     /// index lock.
     func refreshDigest() {
         if let identity = indexFile.identity, let digest = try? digestFile.read(limit: identity.size * 4 + 4096),
-            SelectionDigest.decode(digest, identity: identity) != nil
+            SelectionDigest.isCurrent(digest, identity: identity)
         {
             return
         }

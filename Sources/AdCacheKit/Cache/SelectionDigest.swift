@@ -116,20 +116,35 @@ enum SelectionDigest {
         records(digest) { _, written in written.mtime != 0 && written == identity }
     }
 
-    /// The records, once `matches` has accepted the `index.json` the header names: its hash,
-    /// and its identity (the size always; device, inode and stamp zero when none).
+    /// True when `digest` is whole and was written for the file of this identity (what
+    /// `decode(_:identity:)` checks before it reads the records).
+    static func isCurrent(_ digest: [UInt8], identity: CacheStore.FileIdentity) -> Bool {
+        digest.withUnsafeBufferPointer { header($0) }.map { $0.identity.mtime != 0 && $0.identity == identity } ?? false
+    }
+
+    /// The header of a whole digest (its own hash checked): the hash of the `index.json` it
+    /// was written for, and that file's identity (the size always; device, inode and stamp
+    /// zero when none).
+    private static func header(_ whole: UnsafeBufferPointer<UInt8>) -> (
+        indexHash: UInt64, identity: CacheStore.FileIdentity
+    )? {
+        var header = DigestReader(whole)
+        guard whole.count >= headerSize, UInt64(bitPattern: header.int()) == magic,
+            UInt64(bitPattern: header.int()) == hash(UnsafeBufferPointer(rebasing: whole[16...]))
+        else { return nil }
+        let indexHash = UInt64(bitPattern: header.int()), length = header.int()
+        let identity = CacheStore.FileIdentity(
+            device: UInt64(bitPattern: header.int()), inode: UInt64(bitPattern: header.int()), size: length,
+            mtime: header.int())
+        return (indexHash, identity)
+    }
+
+    /// The records, once `matches` has accepted the `index.json` the header names.
     private static func records(_ digest: [UInt8], matches: (UInt64, CacheStore.FileIdentity) -> Bool) -> Ads? {
         digest.withUnsafeBufferPointer { whole -> Ads? in
-            var header = DigestReader(whole)
-            guard whole.count >= headerSize, UInt64(bitPattern: header.int()) == magic,
-                UInt64(bitPattern: header.int()) == hash(UnsafeBufferPointer(rebasing: whole[16...]))
-            else { return nil }
+            guard let (indexHash, identity) = header(whole), matches(indexHash, identity) else { return nil }
+            let length = identity.size
             let buffer = UnsafeBufferPointer(rebasing: whole[headerSize...])
-            let indexHash = UInt64(bitPattern: header.int()), length = header.int()
-            let identity = CacheStore.FileIdentity(
-                device: UInt64(bitPattern: header.int()), inode: UInt64(bitPattern: header.int()), size: length,
-                mtime: header.int())
-            guard matches(indexHash, identity) else { return nil }
             var d = DigestReader(buffer)
             let start = d.int(), end = d.int(), count = d.int()
             // Each record takes more than 16 bytes of the digest: a count past that is a lie.
