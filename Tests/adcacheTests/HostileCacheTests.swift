@@ -20,7 +20,7 @@ import Testing
         "index.json.old", "index.json.tmp",
         "index.json.old.tmp", "events.json", "events.json.tmp", "feed.signed", "feed.signed.tmp", "report.retry-after",
         "vast.documents", "vast.documents.tmp",
-        "report.retry-after.tmp",
+        "report.retry-after.tmp", "index.sel", "index.sel.tmp",
     ]
 
     struct Sentinels {
