@@ -167,39 +167,29 @@ def generate():
     out.append("        w.endObject()")
     out.append("    }")
     out.append("")
-    out.append("    /// The fields a selection read skips (`IndexCoder.decode(_:forSelection:)`), from the")
-    out.append("    /// same record read whole.")
-    out.append("    mutating func takeTexts(of whole: AdRecord) {")
-    for f in FIELDS:
-        if not f[2]:
-            out.append(f"        {f[0]} = whole.{f[0]}")
-    out.append("    }")
+    def method(doc, signature, lines):
+        out.extend("    /// " + line for line in doc)
+        out.append(f"    {signature} {{")
+        out.extend("        " + line for line in lines)
+        out.append("    }")
+
+    selection = [DIGEST_PATHS.get(f[0], f[0]) for f in FIELDS if f[2]]
+    method(["The fields a selection read skips (`IndexCoder.decode(_:forSelection:)`), from the",
+            "same record read whole."],
+           "mutating func takeTexts(of whole: AdRecord)", [f"{f[0]} = whole.{f[0]}" for f in FIELDS if not f[2]])
     out.append("")
-    out.append("    /// The fields the feed gives and the record keeps as they are (`update(from:)`).")
-    out.append("    mutating func takeFeedFields(of ad: FeedAd) {")
-    for n in FROM_FEED:
-        out.append(f"        {n} = ad.{n}")
-    out.append("    }")
+    method(["The fields the feed gives and the record keeps as they are (`update(from:)`)."],
+           "mutating func takeFeedFields(of ad: FeedAd)", [f"{n} = ad.{n}" for n in FROM_FEED])
     out.append("")
-    out.append("    /// The fields a selection read keeps, as the selection digest (`index.sel`) stores them.")
-    out.append("    func writeSelection(_ w: inout DigestWriter) {")
-    for f in FIELDS:
-        if f[2]:
-            out.append(f"        w.put({DIGEST_PATHS.get(f[0], f[0])})")
-    out.append("    }")
+    method(["The fields a selection read keeps, as the selection digest (`index.sel`) stores them."],
+           "func writeSelection(_ w: inout DigestWriter)", [f"w.put({p})" for p in selection])
     out.append("")
-    out.append("    /// Reads them back into `r` (which starts as `blank`); `d.failed` says when they ran short.")
-    out.append("    static func readSelection(_ d: inout DigestReader, into r: inout AdRecord) {")
-    for f in FIELDS:
-        if f[2]:
-            out.append(f"        d.get(&r.{DIGEST_PATHS.get(f[0], f[0])})")
-    out.append("    }")
+    method(["Reads them back into `r` (which starts as `blank`); `d.failed` says when they ran short."],
+           "static func readSelection(_ d: inout DigestReader, into r: inout AdRecord)",
+           [f"d.get(&r.{p})" for p in selection])
     out.append("")
-    out.append("    /// The same, given back to a feed's ad (`feedAd`).")
-    out.append("    func giveFeedFields(to ad: inout FeedAd) {")
-    for n in FROM_FEED:
-        out.append(f"        ad.{n} = {n}")
-    out.append("    }")
+    method(["The same, given back to a feed's ad (`feedAd`)."],
+           "func giveFeedFields(to ad: inout FeedAd)", [f"ad.{n} = {n}" for n in FROM_FEED])
     out.append("}")
     return "\n".join(out) + "\n"
 
