@@ -136,11 +136,19 @@ enum SelectionPolicy {
     }
 
     /// The ad to show: its position in `index.ads` and, in a weighted rotation, the rotation
-    /// (key and signature) the show advances; nil when none. The highest priority with an
-    /// eligible ad whose file is there; among those, by weight.
+    /// the show advances. (A type of its own, not a tuple: a launch that drops an optional
+    /// labelled tuple has the Swift runtime build its type from its mangled name, 40,000
+    /// instructions.)
+    struct Choice {
+        var position: Int
+        var rotation: (key: String, signature: String)?
+    }
+
+    /// The ad to show; nil when none. The highest priority with an eligible ad whose file is
+    /// there; among those, by weight.
     static func choose(
         in index: CacheIndex, at t: Double, options: NextOptions, filePresent: (AdRecord) -> Bool
-    ) -> (position: Int, rotation: (key: String, signature: String)?)? {
+    ) -> Choice? {
         guard !index.frozen(at: t) else { return nil }   // a signed feed past its validUntil
         let local = Time.local(t)
         // The eligible ads in the index's order; the highest priority's first. No sort: the
@@ -153,13 +161,13 @@ enum SelectionPolicy {
             let weight = index.ads[group[0]].weight
             if group.allSatisfy({ index.ads[$0].weight == weight }) {
                 // Equal weights rotate strictly: the first in order whose file is there.
-                if let i = firstPresent(index, group, filePresent: filePresent) { return (i, nil) }
+                if let i = firstPresent(index, group, filePresent: filePresent) { return Choice(position: i) }
             } else {
                 let present = group.filter { filePresent(index.ads[$0]) }
                 if !present.isEmpty {
                     let key = options.rotationKey
                     let (i, signature) = rotate(index, present, key: key)
-                    return (i, (key, signature))
+                    return Choice(position: i, rotation: (key, signature))
                 }
             }
         }
