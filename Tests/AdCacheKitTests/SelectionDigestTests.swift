@@ -273,6 +273,21 @@ import Testing
         #expect(f.store.digestFile.identity == written)
     }
 
+    /// A digest that cannot be written (here its temporary's name is taken by a folder that
+    /// cannot be removed; a full disk does the same): the save still succeeds, the old
+    /// digest goes, and launches read the JSON.
+    @Test func aDigestThatCannotBeWrittenLeavesNone() throws {
+        let f = try CacheFixture()
+        defer { f.remove() }
+        try f.save([f.ready("a", priority: 1)])
+        #expect(f.store.digestFile.exists)
+        let blocker = f.store.directory + "/" + SelectionDigest.fileName + ".tmp"
+        try #require(mkdir(blocker, 0o755) == 0 && mkdir(blocker + "/x", 0o755) == 0)
+        try f.save([f.ready("a", priority: 1), f.ready("b", priority: 2)])
+        #expect(!f.store.digestFile.exists, "the old digest is gone, not left beside the new index")
+        #expect(try f.cache(at: Self.t).shown(NextOptions(peek: true))?.id == "b")
+    }
+
     @Test func clearRemovesTheDigest() throws {
         let f = try CacheFixture()
         defer { f.remove() }
@@ -281,5 +296,18 @@ import Testing
         _ = try f.cache(at: Self.t).clear()
         #expect(!f.store.digestFile.exists)
         #expect(try f.cache(at: Self.t).shown(NextOptions(peek: true)) == nil)
+    }
+}
+
+extension CacheStore {
+    /// The records of `index.sel` when it is the digest of these bytes of `index.json`.
+    func digest(of bytes: [UInt8]) -> SelectionDigest.Ads? {
+        guard let digest = try? digestFile.read() else { return nil }
+        return bytes.withUnsafeBufferPointer { SelectionDigest.decode(digest, of: $0) }
+    }
+
+    /// A launch's read of the index through its digest alone, as `readIndex` tries it.
+    func readIndexByDigest() -> IndexCoder.Decoded? {
+        (try? digestFile.read()).flatMap(readIndexByDigest)
     }
 }

@@ -90,7 +90,7 @@ import Testing
     /// The fold's steps: events.json written, the index written, the journal emptied.
     @Test(arguments: [
         "fold.afterMove", "fold.afterEvents", "fold.afterIndex", "fold.afterRemove", "write.events.json.beforeRename",
-        "write.index.json.beforeRename",
+        "write.index.json.beforeRename", "save.beforeDigest", "write.index.sel.beforeRename",
     ])
     func aFoldCutShortCountsEveryShowOnce(point: String) throws {
         let rig = try Rig()
@@ -120,7 +120,12 @@ import Testing
     /// The commit's steps: the new assets durable, the index's temporary durable, the index
     /// committed with the superseded files not yet deleted. The old index or the new one,
     /// every ready ad's file there, and the next fetch completes.
-    @Test(arguments: ["fetch.beforeCommit", "write.index.json.beforeRename", "fetch.afterCommit"])
+    /// (`save.beforeDigest`, `write.index.sel.beforeRename`: the new index committed, the
+    /// selection digest beside it still the old one's, which a launch must not believe.)
+    @Test(arguments: [
+        "fetch.beforeCommit", "write.index.json.beforeRename", "save.beforeDigest", "write.index.sel.beforeRename",
+        "fetch.afterCommit",
+    ])
     func aCommitCutShortLeavesAWholeIndex(point: String) throws {
         let rig = try Rig()
         defer { rig.remove() }
@@ -128,6 +133,12 @@ import Testing
         let crashed = rig.run(["fetch"], crashAt: point)
         #expect(crashed.status == 222, "\(point) reached: \(crashed.stderr)")
         #expect(try rig.everyReadyFileIsThere(), "\(point): \(rig.run(["list"]).stdout)")
+        // The launch shows a file of the index as it is (the old files are still on disk
+        // until the commit's deletions: a stale digest would name one of those).
+        let shown = rig.run(["next", "--peek"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let listed = try #require(
+            try JSONSerialization.jsonObject(with: Data(rig.run(["list", "--json"]).stdout.utf8)) as? [[String: Any]])
+        #expect(listed.contains { $0["path"] as? String == shown }, "\(point): shown \(shown)")
         #expect(rig.run(["next"]).status == 0)
         let again = rig.run(["fetch"])
         #expect(again.status == 0, "\(point): \(again.stderr)")

@@ -169,19 +169,6 @@ final class CacheStore {
     /// The index file's identity: a replacement (a rename) or an edit changes it.
     struct FileIdentity: Equatable {
         var device: UInt64, inode: UInt64, size: Int64, mtime: Int64
-
-        init(device: UInt64, inode: UInt64, size: Int64, mtime: Int64) {
-            self.device = device
-            self.inode = inode
-            self.size = size
-            self.mtime = mtime
-        }
-
-        init(_ st: stat) {
-            self.init(
-                device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-                mtime: FileIO.nanoseconds(st.st_mtim))
-        }
     }
 
     /// An index as read without the lock, with the journal as it was then, and which file it
@@ -230,6 +217,7 @@ final class CacheStore {
         }
         let bytes = try IndexCoder.encode(index)
         try replaceKeepingPrevious(indexFile, previous: oldIndexFile, with: bytes)
+        CrashPoint.reach("save.beforeDigest")   // the new index with the old digest beside it
         saveDigest(of: bytes, stamped: stampIndex())
     }
 
@@ -281,12 +269,6 @@ final class CacheStore {
         guard let bytes = try? indexFile.read(), !bytes.isEmpty else { return }
         if indexFile.identity != stamped { stamped = nil }   // written since: the hash alone
         saveDigest(of: bytes, stamped: stamped)
-    }
-
-    /// The records of `index.sel` when it is the digest of these bytes of `index.json`.
-    func digest(of bytes: [UInt8]) -> SelectionDigest.Ads? {
-        guard let digest = try? digestFile.read(limit: Int64(bytes.count) * 4 + 4096) else { return nil }
-        return bytes.withUnsafeBufferPointer { SelectionDigest.decode(digest, of: $0) }
     }
 
     /// Replaces `file` atomically; the generation it replaces becomes `previous` (a hard
@@ -420,5 +402,13 @@ extension CacheStore {
             var r = r
             return confirmFile(&r) ? r : nil
         }
+    }
+}
+
+extension CacheStore.FileIdentity {
+    init(_ st: stat) {
+        self.init(
+            device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+            mtime: FileIO.nanoseconds(st.st_mtim))
     }
 }

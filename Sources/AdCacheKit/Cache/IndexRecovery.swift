@@ -66,7 +66,13 @@ extension CacheStore {
         guard (st.st_mode & S_IFMT) == S_IFREG else {   // a link (never followed), a fifo…
             return .unreadable("it is not a regular file")
         }
-        if forSelection, file.name == indexFile.name, let decoded = readIndexByDigest() { return .read(decoded) }
+        // A launch takes the records from the selection digest, read once for either check:
+        // through it alone while index.json is the file it was written for, else when it is
+        // the digest of the bytes read.
+        let digest =
+            forSelection && file.name == indexFile.name
+            ? try? digestFile.read(limit: Int64(st.st_size) * 4 + 4096) : nil
+        if let digest, let decoded = readIndexByDigest(digest) { return .read(decoded) }
         let bytes: [UInt8]
         do {
             bytes = try file.read()
@@ -74,11 +80,10 @@ extension CacheStore {
             throw AdCacheError.io(e.message)
         }
         if bytes.isEmpty { return .unreadable("it is empty") }
-        // A launch takes the records from the selection digest when it is these bytes'.
-        let digest = forSelection && file.name == indexFile.name ? digest(of: bytes) : nil
+        let ads = digest.flatMap { digest in bytes.withUnsafeBufferPointer { SelectionDigest.decode(digest, of: $0) } }
         let decoded: IndexCoder.Decoded
         do {
-            decoded = try IndexCoder.decode(bytes, forSelection: forSelection, digest: digest)
+            decoded = try IndexCoder.decode(bytes, forSelection: forSelection, digest: ads)
         } catch let e as JSONScanner.Malformed {
             return .unreadable("\(e.what) at byte \(e.offset)")
         } catch {
@@ -97,7 +102,7 @@ extension CacheStore {
     /// from the digest, the top level from the bytes around the `ads` array, the chosen
     /// record later from the file held open. Nil for anything else (the caller then reads
     /// the index whole).
-    func readIndexByDigest() -> IndexCoder.Decoded? {
+    func readIndexByDigest(_ digest: [UInt8]) -> IndexCoder.Decoded? {
         let fd = indexFile.open(O_RDONLY)
         guard fd >= 0 else { return nil }
         var st = stat()
@@ -106,8 +111,7 @@ extension CacheStore {
             return nil
         }
         let file = IndexFileBytes(fd: fd, size: Int(st.st_size))
-        guard let digest = try? digestFile.read(limit: Int64(st.st_size) * 4 + 4096),
-            let ads = SelectionDigest.decode(digest, identity: FileIdentity(st)),
+        guard let ads = SelectionDigest.decode(digest, identity: FileIdentity(st)),
             let head = file.read(IndexCoder.Span(start: 0, end: ads.span.start)),
             let tail = file.read(IndexCoder.Span(start: ads.span.end, end: file.size))
         else { return nil }
