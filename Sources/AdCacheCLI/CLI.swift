@@ -48,7 +48,7 @@ enum ExitCode: Int32 {
         case .libraryMissing: self = .software
         case .cacheUnwritable: self = .cantCreate
         case .io: self = .ioError
-        case .busy: self = .tempFail
+        case .busy, .tryAgainLater: self = .tempFail
         }
     }
 }

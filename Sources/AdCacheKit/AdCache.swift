@@ -83,12 +83,8 @@ public final class AdCache {
         -> FetchReport
     {
         try options.validate()
-        let fetcher = Fetcher(store: store, options: options, warn: configuration.diagnostics)
-        fetcher.clock = configuration.clock
-        fetcher.onProgress = progress
-        fetcher.proofOfPlay = configuration.proofOfPlay
         let warn = configuration.diagnostics
-        fetcher.reportStep = { settings, now in
+        let reportStep: (TransferSettings, @escaping () -> Double) -> Void = { settings, now in
             // A failed report step is a warning; it never changes the fetch (SPEC §4). The
             // queue is judged on the clock this run measured (SPEC §6, §8).
             do {
@@ -104,7 +100,10 @@ public final class AdCache {
                 warn(Diagnostic(.report, "events not reported: \(error)"))
             }
         }
-        return try fetcher.run()
+        return try Fetcher(
+            store: store, options: options, warn: warn, clock: configuration.clock,
+            proofOfPlay: configuration.proofOfPlay, onProgress: progress, reportStep: reportStep
+        ).run()
     }
 
     /// What this launch shows, with the show recorded (unless `options.peek`) before it

@@ -65,8 +65,7 @@ final class FetchHarness: @unchecked Sendable {
             store: store, options: o,
             warn: { [weak self] w in
                 self?.lock.lock(); self?.warnings.append(w.message); self?.lock.unlock()
-            })
-        if let at { fetcher.clock = .device { Date(timeIntervalSince1970: at) } }
+            }, clock: at.map { at in .device { Date(timeIntervalSince1970: at) } } ?? .system)
         return try fetcher.run()
     }
 

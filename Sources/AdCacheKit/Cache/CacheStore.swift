@@ -353,7 +353,8 @@ extension CacheStore {
             uncommittedFile.remove()
             digestFile.remove()
             signedFeedFile.remove()
-            dir.file("vast.documents").remove()
+            vastDocumentsFile.remove()
+            vastFeedFile.remove()
             dir.sync(.top)
             var count = 0
             for folder in [CacheDirectory.Folder.assets, .partial] {

@@ -464,6 +464,7 @@ final class EasyTransfer {
             CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR:
             return .tls(message)
         case CURLE_TOO_MANY_REDIRECTS: return .tooManyRedirects
+        case CURLE_URL_MALFORMAT: return .malformedURL(message)
         case CURLE_UNSUPPORTED_PROTOCOL: return .refusedScheme(message)
         case CURLE_FILESIZE_EXCEEDED: return .tooLarge(limit)
         case CURLE_PARTIAL_FILE: return .truncated

@@ -87,6 +87,8 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case tooLarge(Int64)
     case truncated
     case tooManyRedirects
+    /// A URL libcurl refuses to parse (a port above 65535, a host that is no host).
+    case malformedURL(String)
     case refusedScheme(String)
     case writeFailed(String, errno: Int32)
     case deadline
@@ -114,7 +116,8 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case .httpStatus(let s): return "HTTP \(s)"
         case .tooLarge(let limit): return "larger than the limit of \(ByteSize.human(limit))"
         case .truncated: return "the body is shorter than announced (connection closed early)"
-        case .tooManyRedirects: return "too many redirects"
+        case .tooManyRedirects: return "too many redirects (a loop, or more than 5)"
+        case .malformedURL(let t): return "malformed URL: \(t)"
         case .refusedScheme(let t): return "refused: \(t)"
         case .writeFailed(let t, _): return "cannot write: \(t)"
         case .deadline: return "abandoned at the deadline"
@@ -139,16 +142,16 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case local
     }
 
-    /// The one failure table, shared by fetch and report: only an answer refuses for good.
-    /// TLS (a device clock in 1970 sees every certificate as not yet valid), every libcurl
-    /// failure that is not an answer, redirects that never end and odd replies are transient.
+    /// The one failure table, shared by fetch and report: only an answer — or a URL no answer
+    /// can change: malformed, or redirected in a loop or more than 5 times (SPEC §4) — refuses
+    /// for good. TLS (a device clock in 1970 sees every certificate as not yet valid), every
+    /// other libcurl failure that is not an answer, and odd replies are transient.
     var disposition: Disposition {
         switch self {
         case .httpStatus(let s): return (400...499).contains(s) && s != 408 && s != 429 ? .permanent : .transient
-        case .tooLarge, .refusedScheme, .fileNotFound: return .permanent
+        case .tooLarge, .refusedScheme, .fileNotFound, .tooManyRedirects, .malformedURL: return .permanent
         case .writeFailed, .deadline, .interrupted, .libcurlRefused, .other: return .local
-        case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .tls, .truncated, .tooManyRedirects,
-            .libcurl, .oddReply:
+        case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .tls, .truncated, .libcurl, .oddReply:
             return .transient
         }
     }

@@ -197,8 +197,7 @@ final class TransferEngine {
             partial.discard()   // our resume point is past the end: start over at once
             return 0
         }
-        // A redirect loop is tried again next run, not at once.
-        guard error.isTransient, error != .tooManyRedirects, attempt < settings.retries else { return nil }
+        guard error.isTransient, attempt < settings.retries else { return nil }
         var delay = min(settings.maxWait, settings.retryBaseDelay * pow(2, Double(min(attempt, 30))))
         delay *= Double.random(in: 0.5...1.0)
         if let after = r.retryAfter {

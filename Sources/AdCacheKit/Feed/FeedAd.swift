@@ -41,6 +41,10 @@ package struct FeedAd: Equatable, Sendable {
     static let weightRange: ClosedRange<Int64> = 1...1000
     static let defaultPlacement = "splash"
 
+    /// A VAST video's media files in the order of the media-file rule, the chosen one (`url`)
+    /// first: the next is tried when one fails for good (SPEC §10 *The next rendition*).
+    var renditions: [VASTRendition] = []
+
     init(id: String, url: String) {
         self.id = id
         self.url = url
@@ -65,4 +69,18 @@ struct Feed: Sendable {
     var vastTransientFailures = 0
     /// A VAST document itself (not a JSON feed naming VAST tags).
     var isVAST = false
+    /// The root VAST document, read by the parse stage, its ads resolved by the VAST stage.
+    var vastRoot: VASTDocument?
+    /// How many ads the feed lists, those skipped included (a `"vast"` tag or a root
+    /// document's `Ad` counts one): a feed that lists some and yields none is refused (SPEC §2).
+    var listed = 0
+
+    /// Ads of this feed come from VAST documents.
+    var hasVAST: Bool { isVAST || !vastTags.isEmpty }
+}
+
+/// One media file of a VAST `Linear` that suits the device.
+struct VASTRendition: Equatable, Sendable {
+    var url: String
+    var fileSize: Int64?
 }

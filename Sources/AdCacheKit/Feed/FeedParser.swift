@@ -106,6 +106,7 @@ struct FeedParser: Sendable {
         }
         var feed = Feed(ads: ads, warnings: warnings, reportUrl: reportUrl)
         feed.vastTags = tags
+        feed.listed = items.count
         if case .object(let o) = json {
             feed.serial = present(o["serial"])?.integerValue.flatMap { $0 >= 1 ? $0 : nil }
             feed.validUntil = present(o["validUntil"]).flatMap(Time.parse)
@@ -113,10 +114,26 @@ struct FeedParser: Sendable {
         return feed
     }
 
-    /// An absolute http or https URL with a host.
+    /// An absolute http or https URL with a host that libcurl would accept (SPEC §2).
     static func isWebURL(_ s: String) -> Bool {
         guard let u = URL(string: s), let scheme = u.scheme?.lowercased() else { return false }
-        return (scheme == "http" || scheme == "https") && u.host?.isEmpty == false
+        return (scheme == "http" || scheme == "https") && hasUsableHost(u)
+    }
+
+    /// A host libcurl would parse — a name of letters, digits, `-`, `_` and `.` (or non-ASCII,
+    /// an IDN), or a bracketed IPv6 address — and a port of 1–65535 when one is given: a URL
+    /// libcurl refuses as malformed is an ad's broken rule, not a failure on every run.
+    static func hasUsableHost(_ u: URL) -> Bool {
+        if let port = u.port, !(1...65535).contains(port) { return false }
+        guard let host = u.host(percentEncoded: true), !host.isEmpty, host.utf8.count <= 253 else { return false }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : Substring(host)
+        if bare.contains(":") {   // an IPv6 address
+            return bare.utf8.allSatisfy { isHexDigit($0) || $0 == 0x3A || $0 == 0x2E }
+        }
+        return host.unicodeScalars.allSatisfy { c in
+            !c.isASCII || ("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
+                || c == "-" || c == "_" || c == "."
+        }
     }
 
     struct AdError: Error {
@@ -316,6 +333,9 @@ struct FeedParser: Sendable {
         switch resolved.scheme?.lowercased() {
         case "http", "https":
             guard let host = resolved.host, !host.isEmpty else { throw fail("its \"url\" has no host") }
+            guard Self.hasUsableHost(resolved) else {
+                throw fail("its \"url\" is malformed (a port above 65535, or a host that is not a host name or address)")
+            }
         case "file":
             guard allowFileAssets else { throw fail("its \"url\" is a file: URL, allowed only in a local feed") }
         default:

@@ -24,8 +24,10 @@ extension Fetcher {
             return all(.failedForGood("\(url): not streamed to a file"))
         }
         let validators = (response.headers["etag"], response.headers["last-modified"])
-        func forGood(_ message: String) -> AssetResult {
-            .failedForGood(message, etag: validators.0, lastModified: validators.1)
+        func forGood(_ message: String, _ code: VASTCode = .mediaGeneral) -> AssetResult {
+            var r = AssetResult.failedForGood(message, etag: validators.0, lastModified: validators.1)
+            r.mediaError = code
+            return r
         }
         if let error = response.error {
             if case .tooLarge = error, let cap = job.budgetCap, cap < options.maxAssetSize {
@@ -57,10 +59,12 @@ extension Fetcher {
             }
             if error.disposition != .permanent {   // the one failure table (Transfer.swift)
                 partial.keepIfResumable()
-                return all(.failedForNow("\(url): \(error)"))
+                var r = AssetResult.failedForNow("\(url): \(error)")
+                if error == .timedOut || error == .stalled { r.mediaError = .mediaTimeout }
+                return all(r)
             }
             partial.discard()   // never keep what failed for good (an over-cap partial included)
-            return all(forGood("\(url): \(error)"))
+            return all(forGood("\(url): \(error)", error == .httpStatus(404) ? .mediaNotFound : .mediaGeneral))
         }
         if response.notModified {
             if let c = job.cached, job.retriedError == nil {
@@ -84,8 +88,8 @@ extension Fetcher {
             let what = response.headers["content-type"].map { " (served as \($0))" } ?? ""
             return all(
                 forGood(
-                    "\(url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM"
-                ))
+                    "\(url): not an image or video\(what): the first bytes are not JPEG, PNG, GIF, WebP, MP4/MOV or WebM",
+                    .mediaMismatch))
         }
         // Each ad checks the bytes against its own sha256 and type: the feed's (or the URL
         // extension's), else the Content-Type's; the first bytes must agree with it.
@@ -101,7 +105,8 @@ extension Fetcher {
             } else if let type = ad.type ?? served, type != format.type {
                 let source = ad.type == nil ? "the server's Content-Type says" : "the ad says"
                 results[ad.id] = forGood(
-                    "\(url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)")
+                    "\(url): the file is \(format.type.rawValue) (\(format.rawValue)), but \(source) \(type.rawValue)",
+                    .mediaMismatch)
             } else {
                 accepted.append(ad)
             }

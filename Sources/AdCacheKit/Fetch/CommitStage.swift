@@ -17,8 +17,8 @@ extension Fetcher {
     /// `sweep`: also delete what an interrupted predecessor left in assets/ (not after a
     /// rebuild of a lost index, whose files the next run may still confirm).
     func commit(
-        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?,
-        signed: SignedFeed? = nil, sweep: Bool
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, signed: SignedFeed? = nil,
+        received: Int64, past: PastShows, sweep: Bool
     ) throws {
         let ads = feed.ads
         // A run's downloads are worth more than a second's wait: the commit waits for the
@@ -32,7 +32,8 @@ extension Fetcher {
         let orphans: [String]
         do {
             orphans = try merge(
-                feed, results: results, feedState: feedState, clockOffset: clockOffset, signed: signed, sweep: sweep
+                feed, results: results, feedState: feedState, signed: signed, received: received, past: past,
+                sweep: sweep
             ) {
                 leftovers = $0
             }
@@ -60,8 +61,8 @@ extension Fetcher {
     /// The commit's read-modify-write of the index (under the index lock); returns the files
     /// the index no longer names, and gives `leftovers` what the sweep deletes.
     func merge(
-        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, clockOffset: Double?,
-        signed: SignedFeed? = nil, sweep: Bool, leftovers: ([CacheFile]) -> Void
+        _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, signed: SignedFeed? = nil,
+        received: Int64, past: PastShows, sweep: Bool, leftovers: ([CacheFile]) -> Void
     ) throws -> [String] {
         let ads = feed.ads
         return try store.update(warn: warn) { index in
@@ -69,7 +70,7 @@ extension Fetcher {
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             let known = Set(byID.keys)
             let today = Time.localDay(now())
-            let past = ads.contains { !known.contains($0.id) } ? pastShows(today: today) : [:]
+            let past = ads.contains { !known.contains($0.id) } ? past.counts(today: today, self) : [:]
             var merged: [AdRecord] = []
             for ad in ads {
                 var record = byID.removeValue(forKey: ad.id) ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
@@ -84,10 +85,11 @@ extension Fetcher {
             index.ads = merged
             index.feed = feedState
             index.retryAfter = nil   // the server answered
-            index.downloaded = (today, Self.downloadedToday(index, day: today) + bytesReceived)
+            index.downloaded = (today, Self.downloadedToday(index, day: today) + received)
             index.reportUrl = feed.reportUrl
-            index.clockOffset = clockOffset
-            index.clockSync = clockOffset == nil ? nil : clockSync
+            // The clock of the accepted answer (SPEC §6): only now does the cache trust it.
+            index.clockOffset = clock.offset
+            index.clockSync = clock.offset == nil ? nil : clock.sync
             // The last signed feed belongs to the cache: an unsigned feed leaves it as it was.
             if let signed { index.signed = signed }
             let filesAfter = Set(merged.compactMap(\.file))
@@ -100,18 +102,10 @@ extension Fetcher {
 }
 
 extension Fetcher {
-    /// The shows of each ad id that the proof-of-play counts hold (90 days, SPEC §8),
-    /// with those still in the journal: an ad listed again after its record went (pruned
-    /// as expired by a clock set ahead, withdrawn and back) resumes its count, so that its
-    /// `maxShows` and `maxShowsPerDay` are never exceeded. The caller holds the index lock.
-    func pastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
-        // Read once a run: events.json may be large, and the asset stage and the commit both ask.
-        if let cached = pastShowsRead, cached.today == today { return cached.counts }
-        let counts = readPastShows(today: today)
-        pastShowsRead = (today, counts)
-        return counts
-    }
-
+    /// The shows of each ad id that the proof-of-play counts hold (90 days, SPEC §8), with
+    /// those still in the journal: an ad listed again after its record went (pruned as expired
+    /// by a clock set ahead, withdrawn and back) resumes its count, so that its `maxShows` and
+    /// `maxShowsPerDay` are never exceeded.
     func readPastShows(today: Int) -> [String: (total: Int64, today: Int64)] {
         guard var log = try? store.loadEvents(warn: { _ in }, setAside: false) else { return [:] }
         let records = (try? store.journal.read(warn: { _ in }, deliveries: false)) ?? []
@@ -126,5 +120,23 @@ extension Fetcher {
             }
         }
         return out
+    }
+}
+
+/// The past shows a run reads once (events.json may be large; the plan and the commit both
+/// ask), and only when the feed lists an ad the index does not hold.
+struct PastShows {
+    let today: Int
+    let read: [String: (total: Int64, today: Int64)]
+
+    init(_ fetcher: Fetcher, _ ads: [FeedAd], _ before: CacheIndex) {
+        today = Time.localDay(fetcher.now())
+        let known = Set(before.ads.map(\.id))
+        read = ads.contains { !known.contains($0.id) } ? fetcher.readPastShows(today: today) : [:]
+    }
+
+    /// The counts for local day `day` (read again when the run crossed midnight).
+    func counts(today day: Int, _ fetcher: Fetcher) -> [String: (total: Int64, today: Int64)] {
+        day == today && !read.isEmpty ? read : fetcher.readPastShows(today: day)
     }
 }

@@ -11,8 +11,29 @@
 #endif
 
 /// The feed stage of a fetch: the feed's answer (or none while it is fresh), its redirects
-/// and freshness, and the clock measured against it.
+/// and freshness, and the server's time — a value, applied only once the answer is accepted
+/// (AcceptStage).
 extension Fetcher {
+    /// What the run asks for: FEED as given (or remembered), where it is, and what the index
+    /// remembers of it.
+    struct FeedRequest {
+        var feedText: String
+        var source: FeedLocation
+        /// The index's record of this feed (nil for another feed).
+        var previous: FeedSource?
+    }
+
+    func feedRequest(_ before: CacheIndex) throws -> FeedRequest {
+        // A remembered `-` (a signed feed read from standard input keeps its validUntil
+        // there) is no feed a bare fetch can read again.
+        guard let feedText = options.feed ?? before.feed.flatMap({ $0.url == "-" ? nil : $0.url }) else {
+            throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
+        }
+        return FeedRequest(
+            feedText: feedText, source: try FeedLocation(feedText),
+            previous: before.feed?.url == feedText ? before.feed : nil)
+    }
+
     struct FeedDownload {
         /// nil when the server said 304.
         var body: [UInt8]?
@@ -33,10 +54,10 @@ extension Fetcher {
     /// The feed's transfer. With `--header`, redirects are followed here rather than by
     /// libcurl (which keeps custom headers across hosts): the headers go only to the feed's
     /// own origin (scheme, host and port), never to a CDN it redirects to (SPEC §4).
-    /// `what` names the transfer in errors; `refusal` turns an HTTP status into an error of
-    /// its own (a missing signature is a refusal, not a network fault).
+    /// `what` names the transfer in errors; `refusal` turns a failure into an error of its own
+    /// (a missing signature is a refusal, not a network fault).
     func fetchFeed(
-        _ first: TransferRequest, what: String = "the feed", refusal: (Int) -> AdCacheError? = { _ in nil }
+        _ first: TransferRequest, what: String = "the feed", refusal: (TransferError) -> AdCacheError? = { _ in nil }
     ) throws -> TransferResponse {
         var request = first
         request.followRedirects = options.headers.isEmpty
@@ -61,12 +82,14 @@ extension Fetcher {
             }
             if let error = response.error {
                 if case .libcurlRefused(let why) = error { throw AdCacheError.libraryMissing(why) }
-                if case .httpStatus(let status) = error, let refused = refusal(status) { throw refused }
+                if let refused = refusal(error) { throw refused }
                 // Told to wait (SPEC §12): remembered for the next runs, at most a day.
                 if case .httpStatus(let status) = error, [429, 503].contains(status), let after = response.retryAfter,
                     let origin = Self.origin(response.effectiveURL.isEmpty ? request.url : response.effectiveURL)
                 {
-                    toldToWait = RetryAfter(origin: origin, until: now() + min(after, RetryAfter.cap))
+                    throw FeedUnreachable(
+                        error: .feedUnreachable("cannot fetch \(what) \(first.url): \(error)"),
+                        retryAfter: RetryAfter(origin: origin, until: now() + min(after, RetryAfter.cap)))
                 }
                 throw AdCacheError.feedUnreachable("cannot fetch \(what) \(first.url): \(error)")
             }
@@ -89,26 +112,6 @@ extension Fetcher {
         Freshness.until(headers, receivedAt: now()) { try? CurlAPI.shared.get().parseDate($0) }
     }
 
-    /// SPEC §6 *Clock trust*: a device clock more than five minutes off the feed server's is
-    /// corrected from now on (this run, and `next`, `list`, `prune` until a later fetch
-    /// measures again), with one warning; a local feed measures nothing.
-    func measureClock(_ download: FeedDownload) {
-        guard case .device = clock, let server = download.serverDate, let device = download.receivedAt else { return }
-        let offset = server - device
-        guard abs(offset) > Self.clockTolerance else {
-            clockOffset = nil
-            clockSync = nil
-            return
-        }
-        clockOffset = offset.rounded()
-        clockSync = BootClock.now().map { ClockSync(device: device, boot: $0) }
-        let way = offset > 0 ? "behind" : "ahead of"
-        warn(
-            Diagnostic(
-                .clock,
-                "the device clock is \(Self.span(abs(offset))) \(way) the feed server's; using the server's time"))
-    }
-
     /// 90 → "2 minutes", 172800 → "2 days", as a person says it.
     static func span(_ seconds: Double) -> String {
         let (n, unit): (Int, String)
@@ -121,34 +124,20 @@ extension Fetcher {
         return "\(n) \(unit)\(n == 1 ? "" : "s")"
     }
 
-    /// Proof of play (SPEC §4, §8): the queued events are delivered once the feed's answer
-    /// has measured the clock, so that they are judged on the trusted time — or, when the
-    /// feed cannot be read, on the clock as last measured, before the error.
-    func withReportStep<T>(_ feedStep: () throws -> T) rethrows -> T {
-        let result: T
-        do {
-            result = try feedStep()
-        } catch {
-            reportStep?(options.transfer) { self.now() }
-            throw error
-        }
-        reportStep?(options.transfer) { self.now() }
-        return result
-    }
-
-    /// The feed's answer (or none, while it is fresh), with the clock measured against it.
-    /// With a feed key, the feed is asked conditionally (or not at all while fresh) only when
-    /// the last verified pair is at hand, and its signature is fetched right after it.
-    func feedStep(_ source: FeedLocation, previous: FeedSource?, _ before: CacheIndex) throws -> FeedDownload {
+    /// The feed's answer (or none, while it is fresh), on the cache's clock. With a feed key,
+    /// the feed is asked conditionally (or not at all while fresh) only when the last verified
+    /// pair is at hand, and its signature is fetched right after it.
+    func feedStep(_ request: FeedRequest, _ before: CacheIndex) throws -> FeedDownload {
+        let source = request.source
         if case .remote(let url) = source, let wait = before.retryAfter {
             let t = now()
-            let origins = [Self.origin(url), previous?.finalUrl.flatMap(Self.origin)]
+            let origins = [Self.origin(url), request.previous?.finalUrl.flatMap(Self.origin)]
             if t < wait.until, wait.until - t <= RetryAfter.cap, origins.contains(wait.origin) {
                 throw ToldToWait(until: wait.until)
             }
         }
-        let stored = signing ? storedSignedFeed(before, previous: previous) : nil
-        let previous = signing && stored == nil ? nil : previous
+        let stored = signing ? storedSignedFeed(before, previous: request.previous) : nil
+        let previous = signing && stored == nil ? nil : request.previous
         var download: FeedDownload
         if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
             // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.
@@ -157,11 +146,6 @@ extension Fetcher {
                 etag: previous.etag, lastModified: previous.lastModified, freshUntil: fresh)
         } else {
             download = try downloadFeed(source, previous: previous, hasAds: !before.ads.isEmpty)
-            let offsetBefore = clockOffset ?? 0
-            measureClock(download)
-            // Freshness on the clock as this answer measured it (a device clock days ahead
-            // must not keep the feed "fresh" for those days).
-            download.freshUntil = download.freshUntil.map { $0 + (clockOffset ?? 0) - offsetBefore }
             if signing { download.signature = try signatureStep(source, previous: previous) }
         }
         download.stored = stored
@@ -195,7 +179,7 @@ extension Fetcher {
             }
             let response = try fetchFeed(request)
             let finalURL = URL(string: response.effectiveURL) ?? URL(string: url)!
-            let receivedAt = deviceNow()
+            let receivedAt = clock.deviceNow()
             // The server's time: its Date plus the Age of a cached answer (a CDN's copy is not
             // a clock error, SPEC §6).
             let age = response.headers["age"].flatMap(Double.init).map { max(0, min($0, 365 * 86400)) } ?? 0
@@ -221,6 +205,13 @@ extension Fetcher {
 /// A run inside the time a feed server asked for no requests before (SPEC §12).
 struct ToldToWait: Error {
     var until: Double
+}
+
+/// A feed that could not be fetched, and the server's "not before" when it said one (429,
+/// 503 with `Retry-After`): remembered even though the feed failed (SPEC §12).
+struct FeedUnreachable: Error {
+    var error: AdCacheError
+    var retryAfter: RetryAfter?
 }
 
 /// FEED on the command line: an http/https URL, a `file:` URL, or a local path.

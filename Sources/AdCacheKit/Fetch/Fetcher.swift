@@ -12,124 +12,172 @@
 
 /// `adcache fetch`: the feed, then every unexpired ad's asset, then one commit of the index.
 ///
-/// The run is a pipeline of stages, each in its own file (Sources/AdCacheKit/README.md):
-/// feed and signature (FeedStage) → verify (VerifyStage) → parse (ParseStage) → signed-feed
-/// rules (VerifyStage) → plan (PlanStage) →
-/// download (DownloadStage) → check (CheckStage) → commit (CommitStage).
+/// The run is a pipeline of values, each stage in its own file (Sources/AdCacheKit/README.md):
 ///
-/// No lock is held across network I/O except the fetch lock, which only other fetches take:
-/// the index is read at the start and merged into the index *as it is at commit time*, so
-/// shows recorded by `next` meanwhile are kept.
-final class Fetcher {
+/// 1. feed (FeedStage): the feed's answer and its signature, a value (the server's time in it,
+///    not applied);
+/// 2. acceptance (AcceptStage): the answer verified, parsed, its VAST resolved (VASTStage), the
+///    signed-feed rules and "no feed blanks a fleet" judged, once, on the clock the answer
+///    measured — `accepted(feed, trusted clock, signed state)` or `refused(reason)` (SPEC §6
+///    *Decide, then act*);
+/// 3. report: the event queue delivered on the clock the decision gives;
+/// 4. plan (PlanStage) → download (DownloadStage) → check (CheckStage) → commit (CommitStage),
+///    each on the accepted feed and its clock.
+///
+/// A `Fetcher` is immutable: each stage runs on the clock it is given (`on(_:)` makes the
+/// fetcher of the accepted clock), and returns what it did. No lock is held across network
+/// I/O except the fetch lock, which only other fetches take: the index is read at the start
+/// and merged into the index *as it is at commit time*, so shows recorded meanwhile are kept.
+struct Fetcher {
     let store: CacheStore
-    var options: FetchOptions
+    /// The options, with the run's deadline and rate budget in `transfer`.
+    let options: FetchOptions
     let warn: WarningSink
-    var onProgress: ((FetchProgress) -> Void)?
-    /// Now, for expiry: the device clock corrected by `clockOffset` (or a fixed time).
-    var clock: AdCache.Clock = .system
-    /// Runs once the fetch lock is held and the feed's answer has measured the clock (or the
-    /// feed failed): `fetch` delivers the event queue, judged on `now`, the trusted clock.
-    var reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
-    /// The wrapped VAST documents kept by the last run, and those this run keeps.
-    lazy var vastDocumentsBefore: [String: VASTDocumentCopy] = Self.loadVASTDocuments(store)
-    var vastDocumentsNow: [String: VASTDocumentCopy] = [:]
-    /// Asset body bytes received this run (resumed bytes counted once): the day's count.
-    var bytesReceived: Int64 = 0
-    /// A 429/503 `Retry-After` of the feed's server this run, remembered even when the feed
-    /// failed (SPEC §12).
-    var toldToWait: RetryAfter?
+    let onProgress: ((FetchProgress) -> Void)?
     /// Where VAST errors and `notUsed` are queued (SPEC §10); nil queues none.
-    var proofOfPlay: AdCache.ProofOfPlay?
-    /// The feed server's clock minus the device's, when they differ by more than
-    /// `clockTolerance` (the last measurement's until this run measures).
-    var clockOffset: Double?
-    /// Where `clockOffset` was measured, on the boot clock.
-    var clockSync: ClockSync?
-    /// `pastShows` as read this run, and the day it was read for.
-    var pastShowsRead: (today: Int, counts: [String: (total: Int64, today: Int64)])?
-    static let clockTolerance: Double = 300
+    let proofOfPlay: AdCache.ProofOfPlay?
+    /// The report step (SPEC §4, §8): `fetch` delivers the event queue, judged on `now`.
+    let reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)?
+    /// The clock this fetcher's stages run on: the cache's until the feed's answer is
+    /// accepted, then the one that answer measured.
+    let clock: FetchClock
 
-    func now() -> Double {
-        switch clock {
-        case .device(let read, let boot):
-            return ClockSync.corrected(
-                read().timeIntervalSince1970, offset: clockOffset, sync: clockSync, bootClock: boot)
-        case .fixed(let date): return date.timeIntervalSince1970
-        }
-    }
-
-    /// The device clock as it reads, uncorrected: what the server's time is measured against.
-    func deviceNow() -> Double {
-        switch clock {
-        case .device(let read, _): return read().timeIntervalSince1970
-        case .fixed(let date): return date.timeIntervalSince1970
-        }
-    }
-
-    init(store: CacheStore, options: FetchOptions, warn: @escaping WarningSink) {
+    init(
+        store: CacheStore, options: FetchOptions, warn: @escaping WarningSink, clock: AdCache.Clock = .system,
+        proofOfPlay: AdCache.ProofOfPlay? = nil, onProgress: ((FetchProgress) -> Void)? = nil,
+        reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)? = nil
+    ) {
+        var options = options
+        if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
+        // One budget for the run: the feed has it alone; the assets share it (DownloadStage).
+        if let rate = options.limitRate { options.transfer.maxReceiveSpeed = rate }
         self.store = store
         self.options = options
         self.warn = warn
+        self.proofOfPlay = proofOfPlay
+        self.onProgress = onProgress
+        self.reportStep = reportStep
+        self.clock = FetchClock(source: clock, offset: nil, sync: nil)
     }
+
+    private init(_ other: Fetcher, clock: FetchClock) {
+        self.store = other.store
+        self.options = other.options
+        self.warn = other.warn
+        self.proofOfPlay = other.proofOfPlay
+        self.onProgress = other.onProgress
+        self.reportStep = other.reportStep
+        self.clock = clock
+    }
+
+    /// The same fetcher, its stages on `clock`.
+    func on(_ clock: FetchClock) -> Fetcher { Fetcher(self, clock: clock) }
+
+    /// Now on this fetcher's clock.
+    func now() -> Double { clock.now() }
 
     func run() throws -> FetchReport {
         if let given = options.feed { _ = try FeedLocation(given) }   // a bad FEED changes nothing
         // Both libraries, before any transfer: a device without them learns it at once.
         _ = try CurlAPI.shared.get()
         _ = try CryptoAPI.shared.get()
-        if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
-        // One budget for the run: the feed has it alone; the assets share it (below).
-        if let rate = options.limitRate { options.transfer.maxReceiveSpeed = rate }
-        if options.jitter > 0 {
-            var pause = Double.random(in: 0...options.jitter)
-            if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
-            let until = monotonicNow() + pause
-            while monotonicNow() < until, options.isCancelled?() != true {
-                usleep(useconds_t(min(0.1, until - monotonicNow()) * 1e6))
-            }
-        }
+        waitJitter()
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
         defer { fetchLock.unlock() }
         let before = try store.load(warn: warn)
-        clockOffset = before.clockOffset
-        clockSync = before.clockSync
-        var verified: Verification?
-        let feedStage: (String, FeedLocation, FeedSource?, FeedDownload)
+        let onCache = on(clock.trusting(before))
+
+        // 1. The feed's answer.
+        let request: FeedRequest
+        let answer: FeedDownload
         do {
-            feedStage = try feedStageWithReport(before, &verified)
+            request = try onCache.feedRequest(before)
+            answer = try onCache.feedStep(request, before)
         } catch let wait as ToldToWait {
+            onCache.report()
             warn(Diagnostic(.transfer, "the feed server asked for no requests before \(Time.formatLocal(wait.until))"))
             var report = FetchReport(feed: options.feed ?? before.feed?.url ?? "", feedStatus: "unchanged")
             report.toldToWaitUntil = Date(timeIntervalSince1970: wait.until)
             return report
-        } catch {
+        } catch let failure as FeedUnreachable {
             // The one thing a run whose feed failed writes: the server's "not before".
-            if let wait = toldToWait { try? store.update(warn: warn) { $0.retryAfter = wait } }
+            if let wait = failure.retryAfter { try? store.update(warn: warn) { $0.retryAfter = wait } }
+            onCache.report()
+            throw failure.error
+        } catch {
+            onCache.report()
             throw error
         }
-        let (feedText, source, previous, download) = feedStage
 
-        var feed = try parseStage(download, feedText: feedText, before: before)
-        let signed = try verified.map { try signedStage(&feed, $0, before: before) }
+        // 2. The decision, before anything acts on the answer.
+        let accepted: AcceptedFeed
+        switch onCache.acceptanceStage(answer, request, before: before) {
+        case .refused(let error, let warnings):
+            for w in warnings where options.warnAlways { warn(w) }
+            onCache.report()
+            throw error
+        case .accepted(let a):
+            accepted = a
+        }
+        let trusted = on(accepted.clock)
+        if let w = accepted.clockWarning { warn(w) }
         // The feed's warnings, when its content is new (or always with -v): not every half hour.
-        let feedDigest = download.body.flatMap { try? SHA256Hasher.hex(bytes: $0) } ?? previous?.sha256
-        if options.warnAlways || feedDigest != previous?.sha256 {
-            for w in feed.warnings { warn(w) }
+        if options.warnAlways || accepted.digest != request.previous?.sha256 {
+            for w in accepted.feed.warnings { warn(w) }
         }
 
-        var report = FetchReport(feed: feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
+        // 3. The report step, on the accepted answer's clock.
+        trusted.report()
+
+        // 4. Plan, download, check, commit.
+        return try trusted.act(on: accepted, request: request, before: before)
+    }
+
+    /// The report step on this fetcher's clock; a failure there is the step's own warning.
+    func report() {
+        reportStep?(options.transfer) { self.now() }
+    }
+
+    /// `--jitter`: a random pause first, within the deadline, cut short by a signal.
+    private func waitJitter() {
+        guard options.jitter > 0 else { return }
+        var pause = Double.random(in: 0...options.jitter)
+        if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
+        let until = monotonicNow() + pause
+        while monotonicNow() < until, options.isCancelled?() != true {
+            usleep(useconds_t(min(0.1, until - monotonicNow()) * 1e6))
+        }
+    }
+
+    /// Plan, download, check and commit the accepted feed; then what VAST asks to be told.
+    private func act(on accepted: AcceptedFeed, request: FeedRequest, before: CacheIndex) throws -> FetchReport {
+        let download = accepted.download
+        var feed = accepted.feed
+        var report = FetchReport(
+            feed: request.feedText, feedStatus: download.body == nil ? "unchanged" : "downloaded")
         report.warnings = feed.warnings.map(\.message)
-        var (jobs, results) = try planAssets(feed.ads, cached: before)
-        // In rounds under a budget: each round only what the day's count still allows.
-        var waiting = jobs
+        let past = PastShows(self, feed.ads, before)
+        var (waiting, results) = try planAssets(&feed.ads, cached: before, past: past)
+        // In rounds under a budget: each round only what the day's count still allows; a media
+        // file that failed for good gives way to the next rendition in a later round.
         var opensAt: Double?
+        var received: Int64 = 0
+        var renditionErrors: [VASTErrorReport] = []
         repeat {
-            let (admitted, opens, rest) = gateDownloads(waiting, before: before, &results)
+            let (admitted, opens, rest) = gateDownloads(waiting, before: before, received: received, &results)
             opensAt = opens
             waiting = rest
-            downloadAssets(admitted, &results)
-            if admitted.isEmpty { break }
+            received += downloadAssets(admitted, &results)
+            let (moved, errors) = Self.nextRenditions(&feed.ads, results)
+            renditionErrors += errors
+            if !moved.isEmpty {
+                var next = feed.ads.filter { moved.contains($0.id) }
+                let (jobs, planned) = try planAssets(&next, cached: before, past: past)
+                results.merge(planned) { _, new in new }
+                waiting += jobs
+            }
+            if admitted.isEmpty && moved.isEmpty { break }
         } while !waiting.isEmpty && options.isCancelled?() != true
         let served = Set(
             before.ads.filter { $0.state != .pending && store.filePresent($0) }.map { $0.id + " " + $0.url })
@@ -151,32 +199,36 @@ final class Fetcher {
         CrashPoint.reach("fetch.beforeCommit")
 
         var feedState = FeedSource(
-            url: feedText, finalUrl: download.finalURL.absoluteString,
+            url: request.feedText, finalUrl: download.finalURL.absoluteString,
             etag: download.etag, lastModified: download.lastModified,
             fetchedAt: now())
-        feedState.sha256 = feedDigest
+        feedState.sha256 = accepted.digest
         feedState.freshUntil = download.freshUntil
-        feedState.validUntil = signed?.validUntil
+        feedState.validUntil = accepted.signed?.validUntil
         feedState.signatureEtag = download.signature?.etag
         feedState.signatureLastModified = download.signature?.lastModified
         // A feed read from standard input is not one a bare `fetch` can read again.
         // Nor do the remote feed's validators describe these ads any more: without them the next
         // bare fetch downloads that feed whole (a 304 would keep standard input's ads).
+        let standardInput = request.source.isStandardInput
         var remembered =
-            source.isStandardInput
+            standardInput
             ? before.feed.map { FeedSource(url: $0.url, finalUrl: $0.finalUrl, fetchedAt: $0.fetchedAt) } : feedState
-        if source.isStandardInput, signed != nil {
-            remembered = remembered ?? FeedSource(url: feedText)
-            remembered?.validUntil = signed?.validUntil
+        if standardInput, accepted.signed != nil {
+            remembered = remembered ?? FeedSource(url: request.feedText)
+            remembered?.validUntil = accepted.signed?.validUntil
         }
         // The verified bytes, for a later 304 of the feed or a new signature over them.
-        if let verified, download.body != nil { try store.signedFeedFile.writeAtomically(verified.feed) }
+        if let verified = accepted.verified, download.body != nil {
+            try store.signedFeedFile.writeAtomically(verified.feed)
+        }
         try commit(
-            feed, results: results, feedState: remembered, clockOffset: clockOffset, signed: signed,
+            feed, results: results, feedState: remembered, signed: accepted.signed, received: received, past: past,
             sweep: !before.ads.isEmpty)
+        if let signed = accepted.signed { store.keepSignedSerial(signed) }
 
-        queueVASTReports(feed, results: results, before: before)
-        if download.body != nil { saveVASTDocuments() }   // after a 304 of the feed no tag was read
+        queueVASTReports(feed, results: results, before: before, renditionErrors: renditionErrors)
+        saveVASTDocuments(accepted.vastDocuments, feedBytes: accepted.vastFeedBytes)
         report.vastTransientFailures = feed.vastTransientFailures
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
@@ -193,35 +245,6 @@ final class Fetcher {
             throw diskError
         }
         return report
-    }
-
-    /// The feed stage and the verify stage, with the report step after them (on either outcome).
-    private func feedStageWithReport(_ before: CacheIndex, _ verified: inout Verification?) throws -> (
-        String, FeedLocation, FeedSource?, FeedDownload
-    ) {
-        var checked: Verification?
-        let result = try withReportStep { () throws -> (String, FeedLocation, FeedSource?, FeedDownload) in
-            // A remembered `-` (a signed feed read from standard input keeps its validUntil
-            // there) is no feed a bare fetch can read again.
-            guard let feedText = options.feed ?? before.feed.flatMap({ $0.url == "-" ? nil : $0.url }) else {
-                throw AdCacheError.invalidRequest("no FEED given and no earlier successful fetch to repeat")
-            }
-            let previous = before.feed?.url == feedText ? before.feed : nil
-            let source = try FeedLocation(feedText)
-            let download = try feedStep(source, previous: previous, before)
-            do {
-                checked = try verifyStage(download)
-            } catch {
-                // A refused feed's server is not trusted with the clock either: the queue is
-                // judged on the clock as last measured.
-                clockOffset = before.clockOffset
-                clockSync = before.clockSync
-                throw error
-            }
-            return (feedText, source, previous, download)
-        }
-        verified = checked
-        return result
     }
 
     /// The URLs of pending ads whose partial file is kept.

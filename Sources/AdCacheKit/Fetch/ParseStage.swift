@@ -5,7 +5,7 @@
 #endif
 
 /// The parse stage of a fetch: the verified bytes as a JSON feed (SPEC §2) or, when they
-/// start with `<`, a VAST document (SPEC §10); then the VAST documents it leads to.
+/// start with `<`, a VAST document (SPEC §10). The documents it leads to are the VAST stage's.
 extension Fetcher {
     /// True when `bytes` (after a BOM and white space) start with `<`: XML, read as VAST.
     static func isXML(_ bytes: [UInt8]) -> Bool {
@@ -14,39 +14,38 @@ extension Fetcher {
         return i < bytes.count && bytes[i] == UInt8(ascii: "<")
     }
 
-    /// The ads of the feed's answer; after a 304, the ads the index holds, to refresh their
-    /// assets.
-    func parseStage(_ download: FeedDownload, feedText: String, before: CacheIndex) throws -> Feed {
-        guard let bytes = download.body else {
+    /// The ads of the feed's bytes; with none (a 304, or a feed still fresh), the ads the index
+    /// holds, to refresh their assets.
+    func parseStage(_ bytes: [UInt8]?, download: FeedDownload, _ request: FeedRequest, before: CacheIndex) throws
+        -> Feed
+    {
+        guard let bytes else {
             return Feed(
                 ads: before.ads.filter { $0.state != .withdrawn }.map(\.feedAd), warnings: [],
                 reportUrl: before.reportUrl)
         }
+        let feedText = request.feedText
         func invalid(_ why: String) -> AdCacheError { .feedInvalid("the feed \(feedText) is not a valid feed: \(why)") }
-        var feed: Feed
-        var root: VASTDocument?
-        if Self.isXML(bytes) {
+        guard Self.isXML(bytes) else {
             do {
-                root = try VASTDocument.read(bytes)
-            } catch {
-                if error.libraryMissing { throw AdCacheError.libraryMissing(error.reason) }
-                throw invalid(error.reason)
-            }
-            feed = Feed(ads: [], warnings: [], reportUrl: nil)
-            feed.isVAST = true
-            feed.serial = root?.serial
-            feed.validUntil = root?.validUntil
-        } else {
-            do {
-                feed = try FeedParser(baseURL: download.finalURL).parse(bytes)
+                return try FeedParser(baseURL: download.finalURL).parse(bytes)
             } catch let e as AdCacheError {
                 throw e.with(message: "the feed \(feedText) is not a valid feed: \(e.message)")
             }
         }
-        if root != nil || !feed.vastTags.isEmpty {
-            let result = resolveVAST(root: root, feedURL: feedText, tags: feed.vastTags, signed: signing)
-            placeVASTAds(result, tags: feed.vastTags, into: &feed)
+        let root: VASTDocument
+        do {
+            root = try VASTDocument.read(bytes)
+        } catch {
+            if error.libraryMissing { throw AdCacheError.libraryMissing(error.reason) }
+            throw invalid(error.reason)
         }
+        var feed = Feed(ads: [], warnings: [], reportUrl: nil)
+        feed.isVAST = true
+        feed.vastRoot = root
+        feed.listed = root.entries.count
+        feed.serial = root.serial
+        feed.validUntil = root.validUntil
         return feed
     }
 }

@@ -43,6 +43,9 @@ extension Fetcher {
         /// It did not fit on the disk; the size the server announced, if it did.
         var noSpace = false
         var announcedBytes: Int64?
+        /// For a failure: the VAST error it is for a media file (SPEC §10), typed where it
+        /// happened (CheckStage); nil for one VAST does not hear of.
+        var mediaError: VASTCode?
 
         static func failedForGood(_ message: String, etag: String? = nil, lastModified: String? = nil) -> AssetResult {
             AssetResult(outcome: .failed, error: message, failedEtag: etag, failedLastModified: lastModified)
@@ -72,7 +75,11 @@ extension Fetcher {
         "\(ad.url)|\(ad.sha256 ?? "")|\(ad.type?.rawValue ?? "")|\(options.maxAssetSize)"
     }
 
-    func planAssets(_ ads: [FeedAd], cached index: CacheIndex) throws -> (jobs: [Job], results: [String: AssetResult]) {
+    /// `ads`: a VAST ad whose record shows a later rendition (SPEC §10 *The next rendition*)
+    /// starts from it, unless `--revalidate`: the ones before it failed for good.
+    func planAssets(_ ads: inout [FeedAd], cached index: CacheIndex, past: PastShows) throws -> (
+        jobs: [Job], results: [String: AssetResult]
+    ) {
         var results: [String: AssetResult] = [:]
         var jobs: [Job] = []
         var jobByURL: [String: Int] = [:]
@@ -95,8 +102,12 @@ extension Fetcher {
         }
 
         let today = Time.localDay(t)
-        let past = ads.contains { byID[$0.id] == nil } ? pastShows(today: today) : [:]
-        for ad in ads {
+        let past = ads.contains { byID[$0.id] == nil } ? past.counts(today: today, self) : [:]
+        for i in ads.indices {
+            if !options.revalidate, let known = byID[ads[i].id], known.state != .pending, store.fileUnchanged(known) {
+                ads[i].startRendition(at: known.url)
+            }
+            let ad = ads[i]
             // What the commit will record for this ad: if it can never be shown, no download.
             var record = byID[ad.id] ?? AdRecord(ad: ad, shown: past[ad.id], today: today)
             record.update(from: ad)

@@ -22,10 +22,15 @@ struct VASTErrorReport: Sendable, Equatable {
     var id: String
     var urls: [String]
     var code: VASTCode
+    /// The media file's URL, for `[ASSETURI]`.
+    var assetURI: String?
 }
 
-/// The VAST part of the parse stage: a root VAST feed's ads, and those its wrappers and a
-/// JSON feed's `"vast"` tags lead to, fetched level by level with the transfer engine.
+/// The VAST stage of a fetch: a root VAST feed's ads, and those its wrappers and a JSON feed's
+/// `"vast"` tags lead to, fetched level by level with the transfer engine, within a budget of
+/// its own (SPEC §10 *Bounded effort*): each distinct document URL fetched and parsed once a
+/// run (every wrapper naming it shares the answer), at most `maxDocuments` documents, at most
+/// `maxAdsPerDocument` ads from one wrapped document, no parse after the deadline.
 extension Fetcher {
     /// A VAST document still to fetch.
     struct VASTTask {
@@ -45,12 +50,35 @@ extension Fetcher {
         var errors: [VASTErrorReport] = []
         /// Wrapped documents that could not be fetched for now (the run's exit is 75).
         var transientFailures = 0
+        /// The documents read this run, kept for the next run's conditional requests.
+        var documents: [String: VASTDocumentCopy] = [:]
     }
 
     static let maxWrappers = 5
+    /// Wrapped documents a run reads at most; a wrapper beyond them is error 302.
+    static let maxDocuments = 64
+    /// Ads taken at most from one wrapped document (a root document is bounded by its size).
+    static let maxAdsPerDocument = 100
 
-    /// The ads of `root` (a root VAST feed) and of `tags`, every wrapper resolved.
-    func resolveVAST(root: VASTDocument?, feedURL: String, tags: [VASTTag], signed: Bool) -> VASTResult {
+    /// The feed's VAST ads resolved and put in place (SPEC §10); returns the documents read,
+    /// for the next run.
+    func vastStage(_ feed: inout Feed, _ request: FeedRequest, signedRoot: Bool, before: CacheIndex) -> [String:
+        VASTDocumentCopy]
+    {
+        guard feed.hasVAST else { return [:] }
+        let result = resolveVAST(
+            root: feed.vastRoot, feedURL: request.feedText, tags: feed.vastTags, signed: signedRoot,
+            kept: Self.loadVASTDocuments(store))
+        placeVASTAds(result, tags: feed.vastTags, into: &feed)
+        return result.documents
+    }
+
+    /// The ads of `root` (a root VAST feed) and of `tags`, every wrapper resolved. `kept`: the
+    /// documents of the last run, asked for conditionally (not at all while fresh by their own
+    /// answer's `Cache-Control`/`Expires`, unless `--revalidate`).
+    func resolveVAST(
+        root: VASTDocument?, feedURL: String, tags: [VASTTag], signed: Bool, kept: [String: VASTDocumentCopy]
+    ) -> VASTResult {
         var result = VASTResult()
         var pending: [VASTTask] = tags.enumerated().map { i, tag in
             VASTTask(url: tag.url, chain: [], seen: [tag.url], tag: i, takeAll: true)
@@ -60,41 +88,91 @@ extension Fetcher {
                 root, from: VASTTask(url: feedURL, chain: [], seen: [feedURL], tag: nil, takeAll: true),
                 signedRoot: signed, &result, &pending)
         }
+        /// Each distinct URL's answer this run: a document, or why there is none.
+        var read: [String: Result<VASTDocument, VASTFailure>] = [:]
         while !pending.isEmpty, options.isCancelled?() != true {
             let batch = pending
             pending = []
-            let requests = batch.map { task -> TransferRequest in
-                var r = TransferRequest(url: task.url, destination: .memory, maxBytes: options.maxFeedSize)
-                r.acceptCompressed = true
-                // Conditional, with the validators of the copy kept from an earlier run.
-                r.ifNoneMatch = vastDocumentsBefore[task.url]?.etag
-                r.ifModifiedSince = vastDocumentsBefore[task.url]?.lastModified
-                return r
+            var wanted: [String] = []
+            for task in batch where read[task.url] == nil && !wanted.contains(task.url) {
+                guard read.count + wanted.count < Self.maxDocuments else { break }
+                wanted.append(task.url)
             }
-            var responses = [TransferResponse](repeating: TransferResponse(), count: batch.count)
-            TransferEngine(settings: options.transfer).run(requests) { i, r in responses[i] = r }
-            for (task, response) in zip(batch, responses) {
-                var response = response
-                if response.notModified, let kept = vastDocumentsBefore[task.url] {
-                    response.body = kept.body
-                    response.error = nil
-                }
-                keepVASTDocument(task.url, response)
-                if let error = response.error {
-                    let timeout = [.timedOut, .stalled, .deadline].contains(error)
-                    let code: VASTCode = timeout ? .wrapperTimeout : .wrapper
-                    if error.isTransient { result.transientFailures += 1 }
-                    fail(task, code, "cannot fetch it: \(error)", &result)
+            for (url, answer) in readVASTDocuments(wanted, kept: kept, &result) { read[url] = answer }
+            for task in batch {
+                guard let answer = read[task.url] else {
+                    fail(task, .wrapperLimit, "more than \(Self.maxDocuments) wrapped documents in one run", &result)
                     continue
                 }
-                do {
-                    take(try VASTDocument.read(response.body), from: task, signedRoot: false, &result, &pending)
-                } catch {
-                    fail(task, error.code == .undefined ? .xmlParse : error.code, error.reason, &result)
+                switch answer {
+                case .success(let doc): take(doc, from: task, signedRoot: false, &result, &pending)
+                case .failure(let failure):
+                    if failure.transient { result.transientFailures += 1 }
+                    fail(task, failure.code, failure.reason, &result)
                 }
             }
         }
         return result
+    }
+
+    /// Fetches `urls` (in parallel, conditionally) and parses each answer once.
+    private func readVASTDocuments(
+        _ urls: [String], kept: [String: VASTDocumentCopy], _ result: inout VASTResult
+    ) -> [String: Result<VASTDocument, VASTFailure>] {
+        let t = now()
+        let fresh = urls.filter { url in
+            guard !options.revalidate, let copy = kept[url], let until = copy.freshUntil else { return false }
+            return t < until
+        }
+        let asked = urls.filter { !fresh.contains($0) }
+        let requests = asked.map { url -> TransferRequest in
+            var r = TransferRequest(url: url, destination: .memory, maxBytes: options.maxFeedSize)
+            r.acceptCompressed = true
+            // Conditional, with the validators of the copy kept from an earlier run.
+            r.ifNoneMatch = kept[url]?.etag
+            r.ifModifiedSince = kept[url]?.lastModified
+            return r
+        }
+        var responses = [TransferResponse](repeating: TransferResponse(), count: asked.count)
+        if !requests.isEmpty {
+            TransferEngine(settings: options.transfer).run(requests) { i, r in responses[i] = r }
+        }
+        var bodies: [(String, [UInt8])] = []
+        for url in fresh {
+            result.documents[url] = kept[url]
+            bodies.append((url, kept[url]!.body))
+        }
+        var out: [String: Result<VASTDocument, VASTFailure>] = [:]
+        for (url, response) in zip(asked, responses) {
+            var response = response
+            if response.notModified, let copy = kept[url] {
+                response.body = copy.body
+                response.error = nil
+            }
+            if let copy = keepVASTDocument(url, response, kept: kept) { result.documents[url] = copy }
+            if let error = response.error {
+                let timeout = [.timedOut, .stalled, .deadline].contains(error)
+                out[url] = .failure(
+                    VASTFailure(
+                        timeout ? .wrapperTimeout : .wrapper, "cannot fetch it: \(error)", transient: error.isTransient))
+                continue
+            }
+            bodies.append((url, response.body))
+        }
+        for (url, body) in bodies {
+            // The deadline bounds the parse as it bounds the transfers.
+            if let deadline = options.transfer.deadline, monotonicNow() >= deadline {
+                out[url] = .failure(VASTFailure(.wrapperTimeout, "not read before the deadline", transient: true))
+                continue
+            }
+            do {
+                out[url] = .success(try VASTDocument.read(body))
+            } catch {
+                out[url] = .failure(
+                    VASTFailure(error.code == .undefined ? .xmlParse : error.code, error.reason, transient: false))
+            }
+        }
+        return out
     }
 
     /// The ads of one document; its wrappers become tasks of the next level.
@@ -116,7 +194,16 @@ extension Fetcher {
         }
         var wrappers = VASTTrackers()
         for w in task.chain { wrappers.add(w.trackers) }
-        for entry in task.takeAll ? doc.entries : Array(doc.entries.prefix(1)) {
+        var entries = task.takeAll ? doc.entries : Array(doc.entries.prefix(1))
+        let wrapped = !task.chain.isEmpty || task.tag != nil
+        if wrapped, entries.count > Self.maxAdsPerDocument {
+            result.warnings.append(
+                Diagnostic(
+                    .feed,
+                    "VAST tag \(task.url): only its first \(Self.maxAdsPerDocument) ads are taken (it has \(entries.count))"))
+            entries = Array(entries.prefix(Self.maxAdsPerDocument))
+        }
+        for entry in entries {
             switch entry {
             case .inline(let id, let inline):
                 do {
@@ -225,26 +312,29 @@ extension Fetcher {
 }
 
 extension Fetcher {
-    /// The VAST error a media file's failure is (SPEC §10): 401 a 404, 402 a timeout, 405
-    /// content that is not what its type says, 400 any other failure for good; nil for a
-    /// transient failure (it is retried) or one not tried this run (a back-off waits).
+    /// The VAST error a media file's failure is (SPEC §10), as the check stage typed it: 401 a
+    /// 404, 402 a timeout, 405 content that is not what its type says, 400 any other failure
+    /// for good; nil for a transient failure (it is retried) or one not tried this run (a
+    /// back-off waits).
     static func vastCode(_ r: AssetResult) -> VASTCode? {
-        guard r.outcome == .failed, !r.waiting, r.ioError == nil, !r.noSpace, let e = r.error else { return nil }
-        if e.hasSuffix("HTTP 404") { return .mediaNotFound }
-        if e.hasSuffix("timed out") || e.contains("stalled (") { return .mediaTimeout }
-        if r.transient { return nil }
-        if e.contains(": not an image or video") || e.contains(": the file is ") { return .mediaMismatch }
-        return .mediaGeneral
+        guard r.outcome == .failed, !r.waiting, r.ioError == nil, !r.noSpace else { return nil }
+        return r.mediaError
     }
 
     /// Queues, once the feed is committed, what VAST asks to be told (SPEC §10): the errors
-    /// of the documents and ads this run skipped, of media files that failed, and `notUsed`
-    /// for an ad withdrawn without ever having been shown. A failure to queue is a warning.
-    func queueVASTReports(_ feed: Feed, results: [String: AssetResult], before: CacheIndex) {
+    /// of the documents and ads this run skipped, of media files that failed (each rendition
+    /// tried, `renditionErrors`, and the last), and `notUsed` for an ad withdrawn without ever
+    /// having been shown. A failure to queue is a warning.
+    func queueVASTReports(
+        _ feed: Feed, results: [String: AssetResult], before: CacheIndex, renditionErrors: [VASTErrorReport]
+    ) {
         guard let pop = proofOfPlay else { return }
         let t = now()
         var records = feed.vastErrors.map {
             pop.errorRecord(id: $0.id, urls: $0.urls, code: $0.code.rawValue, assetURI: nil, at: t)
+        }
+        records += renditionErrors.map {
+            pop.errorRecord(id: $0.id, urls: $0.urls, code: $0.code.rawValue, assetURI: $0.assetURI, at: t)
         }
         for ad in feed.ads where ad.vast != nil {
             guard let r = results[ad.id], let code = Self.vastCode(r), let urls = ad.tracking["error"], !urls.isEmpty
@@ -271,19 +361,23 @@ struct VASTDocumentCopy: Sendable {
     var etag: String?
     var lastModified: String?
     var body: [UInt8]
+    /// Until when the answer is fresh by its own `Cache-Control`/`Expires` (not asked before).
+    var freshUntil: Double?
 }
 
 extension Fetcher {
-    /// Keeps a document that answered 200 or 304 with a validator, for the next run.
-    func keepVASTDocument(_ url: String, _ response: TransferResponse) {
-        guard response.error == nil, !response.body.isEmpty else { return }
-        let etag = response.headers["etag"] ?? (response.notModified ? vastDocumentsBefore[url]?.etag : nil)
+    /// The copy to keep of a document that answered 200 or 304 with a validator or a freshness.
+    func keepVASTDocument(_ url: String, _ response: TransferResponse, kept: [String: VASTDocumentCopy])
+        -> VASTDocumentCopy?
+    {
+        guard response.error == nil, !response.body.isEmpty else { return nil }
+        let etag = response.headers["etag"] ?? (response.notModified ? kept[url]?.etag : nil)
         let lastModified =
-            response.headers["last-modified"] ?? (response.notModified ? vastDocumentsBefore[url]?.lastModified : nil)
-        guard etag != nil || lastModified != nil, String(validating: response.body, as: UTF8.self) != nil else {
-            return
-        }
-        vastDocumentsNow[url] = VASTDocumentCopy(etag: etag, lastModified: lastModified, body: response.body)
+            response.headers["last-modified"] ?? (response.notModified ? kept[url]?.lastModified : nil)
+        let fresh = freshUntil(response.headers)
+        guard etag != nil || lastModified != nil || fresh != nil, String(validating: response.body, as: UTF8.self) != nil
+        else { return nil }
+        return VASTDocumentCopy(etag: etag, lastModified: lastModified, body: response.body, freshUntil: fresh)
     }
 
     /// `vast.documents` as the last commit wrote it (nothing when absent or damaged).
@@ -294,38 +388,55 @@ extension Fetcher {
         var out: [String: VASTDocumentCopy] = [:]
         for (url, value) in object {
             guard let o = value.objectValue, let body = o["body"]?.stringValue else { continue }
+            let fresh = o["freshUntil"]?.integerValue.map(Double.init).flatMap { Time.isSupported($0) ? $0 : nil }
             out[url] = VASTDocumentCopy(
-                etag: o["etag"]?.stringValue, lastModified: o["lastModified"]?.stringValue, body: Array(body.utf8))
+                etag: o["etag"]?.stringValue, lastModified: o["lastModified"]?.stringValue, body: Array(body.utf8),
+                freshUntil: fresh)
         }
         return out
     }
 
-    /// Writes the documents this run kept (those no feed leads to any more go), after the
-    /// commit; a failure only costs the next run its conditional requests.
-    func saveVASTDocuments() {
-        guard
-            vastDocumentsNow.count != vastDocumentsBefore.count
-                || vastDocumentsNow.contains(where: { vastDocumentsBefore[$0.key]?.body != $0.value.body })
-        else { return }
-        if vastDocumentsNow.isEmpty {
-            store.vastDocumentsFile.remove()
+    /// After the commit: the documents this run read (those no feed leads to any more go), and
+    /// the feed's own bytes when its ads come from VAST (`feed.vast`), which a 304 of the feed
+    /// reads again so that what it wraps stays fresh. A failure only costs the next run its
+    /// conditional requests.
+    func saveVASTDocuments(_ documents: [String: VASTDocumentCopy], feedBytes: [UInt8]?) {
+        if let feedBytes {
+            if (try? store.vastFeedFile.read(limit: options.maxFeedSize)) != feedBytes {
+                try? store.vastFeedFile.writeAtomically(feedBytes)
+            }
+        } else if store.vastFeedFile.exists {
+            store.vastFeedFile.remove()
+        }
+        guard !documents.isEmpty else {
+            if store.vastDocumentsFile.exists { store.vastDocumentsFile.remove() }
             return
         }
         var w = JSONWriter(indent: nil, capacity: 4096)
         w.beginObject()
-        for (url, copy) in vastDocumentsNow.sorted(by: { $0.key < $1.key }) {
+        for (url, copy) in documents.sorted(by: { $0.key < $1.key }) {
             w.key(url)
             w.beginObject()
             w.field("body", String(decoding: copy.body, as: UTF8.self))
             w.field("etag", copy.etag)
             w.field("lastModified", copy.lastModified)
+            if let fresh = copy.freshUntil, Time.isSupported(fresh) { w.field("freshUntil", Int64(fresh)) }
             w.endObject()
         }
         w.endObject()
         try? store.vastDocumentsFile.writeAtomically(w.out)
     }
+
+    /// The bytes of the last feed whose ads came from VAST, when they are the feed `digest` names.
+    func keptVASTFeed(digest: String?) -> [UInt8]? {
+        guard let digest, let bytes = try? store.vastFeedFile.read(limit: options.maxFeedSize),
+            (try? SHA256Hasher.hex(bytes: bytes)) == digest
+        else { return nil }
+        return bytes
+    }
 }
 
 extension CacheStore {
     var vastDocumentsFile: CacheFile { dir.file("vast.documents") }
+    var vastFeedFile: CacheFile { dir.file("feed.vast") }
 }

@@ -66,9 +66,14 @@ extension Fetcher {
             request.headers = options.headers
             request.ifNoneMatch = previous?.signatureEtag
             request.ifModifiedSince = previous?.signatureLastModified
-            let response = try fetchFeed(request, what: "the feed's signature") { status in
-                [404, 410].contains(status)
-                    ? AdCacheError.feedInvalid("feed signature: missing (\(signatureURL) answered \(status))") : nil
+            let response = try fetchFeed(request, what: "the feed's signature") { error in
+                switch error {
+                case .httpStatus(let status) where [404, 410].contains(status):
+                    return AdCacheError.feedInvalid("feed signature: missing (\(signatureURL) answered \(status))")
+                case .tooLarge:   // no signature is that large: a refusal, not a network fault
+                    return AdCacheError.feedInvalid("feed signature: \(signatureURL) is \(error)")
+                default: return nil
+                }
             }
             return SignatureDownload(
                 body: response.notModified ? nil : response.body,
@@ -104,14 +109,15 @@ extension Fetcher {
     }
 
     /// The rules of a signed feed once parsed: a `serial` and a `validUntil`; no rollback (a
-    /// lower serial, or the same with other bytes); not expired — on the trusted clock. An ad
-    /// without `sha256` is skipped with a warning (the signature would not cover its bytes).
+    /// lower serial, or the same with other bytes, than the last accepted — as the index says,
+    /// or the copy kept apart from it); not expired — on the clock the answer measured.
     /// Returns what the index keeps of the feed.
-    func signedStage(_ feed: inout Feed, _ verified: Verification, before: CacheIndex) throws -> SignedFeed {
-        let digest = try SHA256Hasher.hex(bytes: verified.feed)
+    func signedRules(_ feed: Feed, _ verified: Verification, digest: String?, before: CacheIndex) throws
+        -> SignedFeed
+    {
+        let digest = try digest ?? SHA256Hasher.hex(bytes: verified.feed)
         var signed: SignedFeed
-        let again = before.signed?.sha256 == digest
-        if let last = before.signed, again {
+        if let last = before.signed, last.sha256 == digest {
             // The bytes last accepted (a 304, or the same feed again): the serial stands.
             signed = last
         } else {
@@ -122,13 +128,17 @@ extension Fetcher {
             guard let validUntil = feed.validUntil else {
                 throw AdCacheError.feedInvalid("signed feed refused: it has no top-level \"validUntil\" (a time)")
             }
-            if let last = before.signed {
-                if serial < last.serial {
+            // The last accepted serial: the index's, or the copy kept apart (an index lost or
+            // cleared keeps it, SPEC §11).
+            let kept = store.keptSignedSerial()
+            let lasts = [before.signed.map { ($0.serial, $0.sha256) }, kept].compactMap { $0 }
+            for (lastSerial, lastDigest) in lasts {
+                if serial < lastSerial {
                     throw AdCacheError.feedInvalid(
-                        "signed feed refused: rollback: its serial \(serial) is lower than the last accepted, \(last.serial)"
+                        "signed feed refused: rollback: its serial \(serial) is lower than the last accepted, \(lastSerial)"
                     )
                 }
-                if serial == last.serial {
+                if serial == lastSerial, lastDigest != digest {
                     throw AdCacheError.feedInvalid(
                         "signed feed refused: rollback: serial \(serial) was accepted before with other content")
                 }
@@ -144,18 +154,20 @@ extension Fetcher {
                 "signed feed refused: expired feed: its validUntil \(Time.format(signed.validUntil)) has passed (now \(Time.format(t)))"
             )
         }
-        feed.validUntil = signed.validUntil
-        // A signed VAST feed's InLine ads cover their media files by URL only (VAST has no
-        // digest); a JSON feed's ads, and its "vast" tags, need their sha256. (The bytes
-        // accepted before, after a 304: their ads passed this rule then.)
-        guard !feed.isVAST, !again else { return signed }
+        return signed
+    }
+
+    /// A signed JSON feed's ads, and its `"vast"` tags, need their `sha256` (the signature then
+    /// covers the bytes shown): one without is skipped with a warning. A signed VAST feed's
+    /// InLine ads cover their media files by URL only (VAST has no digest).
+    func signedAds(_ feed: inout Feed) {
+        guard !feed.isVAST else { return }
         feed.ads.removeAll { ad in
             guard ad.sha256 == nil else { return false }
             feed.warnings.append(
                 Diagnostic(.feed, ad: ad.id, "skipping ad '\(ad.id)': a signed feed's ad needs \"sha256\""))
             return true
         }
-        return signed
     }
 }
 
@@ -165,5 +177,26 @@ extension Fetcher {
         var body: [UInt8]?
         var etag: String?
         var lastModified: String?
+    }
+}
+
+/// The last accepted signed serial, kept apart from the index (`signed.serial`: the serial and
+/// the SHA-256 of its feed), so that an index that cannot be read — and `clear`, which keeps
+/// the file — never lets an older signed feed back in (SPEC §11).
+extension CacheStore {
+    var signedSerialFile: CacheFile { dir.file("signed.serial") }
+
+    func keptSignedSerial() -> (serial: Int64, sha256: String)? {
+        guard let bytes = try? signedSerialFile.read(limit: 4096) else { return nil }
+        let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard parts.count == 2, let serial = Int64(parts[0]), serial >= 1, parts[1].count == 64 else { return nil }
+        return (serial, String(parts[1]))
+    }
+
+    /// Records `signed` when it is newer than what is kept; a failure costs only the copy.
+    func keepSignedSerial(_ signed: SignedFeed) {
+        if let kept = keptSignedSerial(), kept.serial == signed.serial, kept.sha256 == signed.sha256 { return }
+        if let kept = keptSignedSerial(), kept.serial > signed.serial { return }
+        try? signedSerialFile.writeAtomically(Array("\(signed.serial) \(signed.sha256)\n".utf8))
     }
 }

@@ -14,6 +14,9 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case io(String)
     /// Another fetch is running, or the index stayed locked: try again later.
     case busy(String)
+    /// The feed was fetched but none of its ads can be used for now, because a wrapped VAST
+    /// document could not be fetched for a transient reason: nothing changed; try again later.
+    case tryAgainLater(String)
     /// libcurl or libcrypto cannot be loaded (or lacks what adcache needs).
     case libraryMissing(String)
     /// `event` named an ad the cache does not hold (in any state).
@@ -23,7 +26,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
     public var message: String {
         switch self {
         case .invalidRequest(let m), .feedUnreachable(let m), .feedInvalid(let m), .cacheUnwritable(let m),
-            .io(let m), .busy(let m), .libraryMissing(let m), .unknownAd(let m):
+            .io(let m), .busy(let m), .tryAgainLater(let m), .libraryMissing(let m), .unknownAd(let m):
             return m
         }
     }
@@ -39,6 +42,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
         case .cacheUnwritable: return .cacheUnwritable(m)
         case .io: return .io(m)
         case .busy: return .busy(m)
+        case .tryAgainLater: return .tryAgainLater(m)
         case .libraryMissing: return .libraryMissing(m)
         case .unknownAd: return .unknownAd(m)
         }

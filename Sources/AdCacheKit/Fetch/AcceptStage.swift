@@ -1,0 +1,133 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The clock a fetch stage runs on (SPEC §6 *Clock trust*): the device clock, corrected by an
+/// offset measured against a feed server and the boot clock of that measurement. A value: the
+/// feed's answer measures a new one, which is adopted only when the answer is accepted.
+struct FetchClock {
+    let source: AdCache.Clock
+    /// The feed server's clock minus the device's, when they differ by more than `tolerance`.
+    let offset: Double?
+    /// Where `offset` was measured, on the boot clock.
+    let sync: ClockSync?
+
+    static let tolerance: Double = 300
+
+    func now() -> Double {
+        switch source {
+        case .device(let read, let boot):
+            return ClockSync.corrected(read().timeIntervalSince1970, offset: offset, sync: sync, bootClock: boot)
+        case .fixed(let date): return date.timeIntervalSince1970
+        }
+    }
+
+    /// The device clock as it reads, uncorrected: what the server's time is measured against.
+    func deviceNow() -> Double {
+        switch source {
+        case .device(let read, _): return read().timeIntervalSince1970
+        case .fixed(let date): return date.timeIntervalSince1970
+        }
+    }
+
+    /// The clock the cache trusts: the offset the last accepted answer measured.
+    func trusting(_ index: CacheIndex) -> FetchClock {
+        FetchClock(source: source, offset: index.clockOffset, sync: index.clockOffset == nil ? nil : index.clockSync)
+    }
+
+    /// The clock an answer measures: a device clock more than five minutes off the feed
+    /// server's is corrected (with one warning to print if the answer is accepted); within
+    /// them, the device clock as it reads. A local feed, or a fixed clock, measures nothing.
+    func measured(by answer: Fetcher.FeedDownload) -> (clock: FetchClock, warning: Diagnostic?) {
+        guard case .device = source, let server = answer.serverDate, let device = answer.receivedAt else {
+            return (self, nil)
+        }
+        let offset = server - device
+        guard abs(offset) > Self.tolerance else { return (FetchClock(source: source, offset: nil, sync: nil), nil) }
+        let clock = FetchClock(
+            source: source, offset: offset.rounded(), sync: BootClock.now().map { ClockSync(device: device, boot: $0) })
+        let way = offset > 0 ? "behind" : "ahead of"
+        let warning = Diagnostic(
+            .clock, "the device clock is \(Fetcher.span(abs(offset))) \(way) the feed server's; using the server's time")
+        return (clock, warning)
+    }
+}
+
+/// The acceptance stage of a fetch (SPEC §6 *Decide, then act*): the one place that decides
+/// whether the feed's answer is taken — its signature, `serial` and `validUntil` (§11), that it
+/// parses, and that it yields an ad when it lists any (§2) — on the clock that answer
+/// measured. Nothing has acted on the answer before; a refusal leaves no clock, queue or
+/// count changed, because none of those are made until the answer is accepted.
+extension Fetcher {
+    enum Acceptance {
+        case accepted(AcceptedFeed)
+        /// The error, and the feed's warnings (printed with `-v` only: the error says it all).
+        case refused(AdCacheError, warnings: [Diagnostic])
+    }
+
+    /// An accepted answer: what the rest of the run acts on.
+    struct AcceptedFeed {
+        var feed: Feed
+        /// The answer, its freshness on `clock`.
+        var download: FeedDownload
+        /// The trusted clock from now on, and its warning when it corrects the device's.
+        var clock: FetchClock
+        var clockWarning: Diagnostic?
+        var verified: Verification?
+        var signed: SignedFeed?
+        /// The SHA-256 of the feed's bytes (after a 304, the last one's).
+        var digest: String?
+        /// The wrapped VAST documents this run read, for the next run's conditional requests.
+        var vastDocuments: [String: VASTDocumentCopy]
+        /// The feed's bytes when its ads come from VAST documents, so that a 304 of the feed
+        /// still revalidates what it wraps (SPEC §10 *Wrapped documents stay fresh*).
+        var vastFeedBytes: [UInt8]?
+    }
+
+    func acceptanceStage(_ answer: FeedDownload, _ request: FeedRequest, before: CacheIndex) -> Acceptance {
+        let (clock, clockWarning) = self.clock.measured(by: answer)
+        let judge = on(clock)
+        var download = answer
+        // Freshness on the clock this answer measured (a device clock days ahead must not keep
+        // the feed "fresh" for those days).
+        download.freshUntil = download.freshUntil.map { $0 + (clock.offset ?? 0) - (self.clock.offset ?? 0) }
+        var warnings: [Diagnostic] = []
+        do {
+            let verified = try judge.verifyStage(download)
+            let digest = download.body.flatMap { try? SHA256Hasher.hex(bytes: $0) } ?? request.previous?.sha256
+            // After a 304 (or while fresh), the feed's bytes when its ads came from VAST: read
+            // again, so that the documents it wraps are revalidated.
+            let kept = download.body == nil ? keptVASTFeed(digest: digest) : nil
+            var feed = try judge.parseStage(download.body ?? kept, download: download, request, before: before)
+            warnings = feed.warnings
+            let signed = try verified.map { try judge.signedRules(feed, $0, digest: digest, before: before) }
+            let documents = judge.vastStage(&feed, request, signedRoot: signed != nil, before: before)
+            if signed != nil, download.body != nil || kept != nil { judge.signedAds(&feed) }
+            warnings = feed.warnings
+            try Self.requireUsableAd(feed, request.feedText)
+            return .accepted(
+                AcceptedFeed(
+                    feed: feed, download: download, clock: clock, clockWarning: clockWarning, verified: verified,
+                    signed: signed, digest: digest, vastDocuments: documents,
+                    vastFeedBytes: feed.hasVAST ? (download.body ?? kept) : nil))
+        } catch let e as AdCacheError {
+            return .refused(e, warnings: warnings)
+        } catch {
+            return .refused(.feedInvalid("the feed \(request.feedText) was refused: \(error)"), warnings: warnings)
+        }
+    }
+
+    /// No feed blanks a fleet (SPEC §2): a feed that lists ads of which none can be used is
+    /// refused whole — 65, or 75 when a wrapped VAST document failed for a transient reason.
+    /// An empty list still withdraws everything.
+    static func requireUsableAd(_ feed: Feed, _ feedText: String) throws {
+        guard feed.listed > 0, feed.ads.isEmpty else { return }
+        let first = feed.warnings.first { $0.message.hasPrefix("skipping ") }.map {
+            "; first: " + $0.message.dropFirst("skipping ".count)
+        }
+        let message = "no ad of the feed \(feedText) can be used (\(feed.listed) skipped\(first ?? ""))"
+        throw feed.vastTransientFailures > 0 ? AdCacheError.tryAgainLater(message) : AdCacheError.feedInvalid(message)
+    }
+}
