@@ -90,6 +90,8 @@ struct SignedFeedTests {
                 response = .file(body, for: r, etag: "\"\(Media.sha256(body).prefix(12))\"", lastModified: nil)
             case "/a.jpg":
                 response = .file(SignedFeedTests.jpeg, for: r, etag: "\"a\"")
+            case "/imp":   // a tracker that is down: its events stay queued
+                return .text(503, "later")
             default:
                 return .text(404, "not found")
             }
@@ -291,6 +293,94 @@ struct SignedFeedTests {
         r = fleet.fetch()
         #expect(r.status == 65, "\(r.stderr)")
         #expect(r.stderr.contains("lower than the last accepted, 6"))
+        try serve(Self.feed(serial: 7))
+        #expect(fleet.fetch().status == 0)
+    }
+
+    /// SPEC §6 v4 *Decide, then act*: a replayed old feed, validly signed, served with a `Date`
+    /// a year ahead is refused as a rollback — and its clock never judges the queue: the
+    /// billing events waiting for a tracker that is down stay pending (version 3 adopted the
+    /// clock first, and its report step dropped them as a year old).
+    @Test func aReplayedFeedWithAFutureDateKeepsTheQueuePending() throws {
+        let keys = TempDir(); defer { keys.remove() }
+        let publisher = try Publisher("publisher", in: keys)
+        let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
+        let tracking = #","tracking":{"impression":["\#(fleet.server.url("/imp"))"]}"#
+        func serve(_ feed: [UInt8]) throws {
+            fleet.served.feed = feed
+            fleet.served.signature = try publisher.sign(feed)
+        }
+        let old = Self.feed(serial: 4, validUntil: Date().timeIntervalSince1970 + 3 * 365 * 86400, extra: tracking)
+        try serve(Self.feed(serial: 5, extra: tracking))
+        #expect(fleet.fetch().status == 0)
+        #expect(fleet.run(["next"]).status == 0)
+        #expect(fleet.run(["next"]).status == 0)
+        func pending() throws -> Int? {
+            let stats = try JSONSerialization.jsonObject(with: Data(fleet.run(["stats", "--json"]).stdout.utf8))
+            return ((stats as? [String: Any])?["queue"] as? [String: Any])?["pending"] as? Int
+        }
+        #expect(try pending() == 2)
+        let accepted = try fleet.snapshot()
+
+        try serve(old)
+        fleet.served.date = httpDate(Date().timeIntervalSince1970 + 365 * 86400)
+        let r = fleet.run(["fetch", "--no-progress", "--retries", "0", fleet.feedURL])
+        #expect(r.status == 65, "\(r.stderr)")
+        #expect(r.stderr.contains("rollback"), "\(r.stderr)")
+        #expect(!r.stderr.contains("device clock"), "a refused answer's clock is not even announced: \(r.stderr)")
+        #expect(try pending() == 2, "the queue is judged on the clock the cache trusted")
+        let index = try fleet.snapshot()["index.json"] ?? []
+        #expect(index == accepted["index.json"], "no clock offset recorded")
+        #expect(!String(decoding: index, as: UTF8.self).contains("clockOffset"))
+    }
+
+    /// An answer that does not parse, with a `Date` a year ahead, changes no clock either.
+    @Test func anUnparseableAnswerWithAWrongDateChangesNoClock() throws {
+        let fleet = try Fleet(keys: []); defer { fleet.stop() }
+        fleet.served.feed = Self.feed(serial: nil, validUntil: nil)
+        #expect(fleet.fetch().status == 0)
+        let accepted = try fleet.snapshot()
+        fleet.served.feed = Array("<html><body>Service moved</body></html>".utf8)
+        fleet.served.date = httpDate(Date().timeIntervalSince1970 + 365 * 86400)
+        let r = fleet.fetch()
+        #expect(r.status == 65, "\(r.stderr)")
+        #expect(!r.stderr.contains("device clock"), "\(r.stderr)")
+        #expect(try fleet.snapshot() == accepted)
+    }
+
+    /// A `.minisig` over the 16 KiB a signature can be is a refused signature (65), not a
+    /// network fault (69).
+    @Test func anOversizedSignatureIsRefused() throws {
+        let keys = TempDir(); defer { keys.remove() }
+        let publisher = try Publisher("publisher", in: keys)
+        let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
+        fleet.served.feed = Self.feed()
+        fleet.served.signature = try publisher.sign(fleet.served.feed) + [UInt8](repeating: 0x0A, count: 17 << 10)
+        let r = fleet.fetch()
+        #expect(r.status == 65, "\(r.stderr)")
+        #expect(r.stderr.hasPrefix("adcache: error: feed signature: "), "\(r.stderr)")
+        #expect(!Disk.exists(fleet.s.cache + "/index.json"))
+    }
+
+    /// The last accepted serial is kept apart from the index: `clear` meeting an index that
+    /// cannot be read (and no older generation) still refuses an older feed.
+    @Test func theLastSerialSurvivesClearWithAnUnreadableIndex() throws {
+        let keys = TempDir(); defer { keys.remove() }
+        let publisher = try Publisher("publisher", in: keys)
+        let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
+        func serve(_ feed: [UInt8]) throws {
+            fleet.served.feed = feed
+            fleet.served.signature = try publisher.sign(feed)
+        }
+        try serve(Self.feed(serial: 6))
+        #expect(fleet.fetch().status == 0)
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: fleet.s.cache + "/index.json"))
+        _ = Disk.remove(fleet.s.cache + "/index.json.old")
+        #expect(fleet.run(["clear"]).status == 0)
+        try serve(Self.feed(serial: 5))
+        let r = fleet.fetch()
+        #expect(r.status == 65, "\(r.stderr)")
+        #expect(r.stderr.contains("lower than the last accepted, 6"), "\(r.stderr)")
         try serve(Self.feed(serial: 7))
         #expect(fleet.fetch().status == 0)
     }
