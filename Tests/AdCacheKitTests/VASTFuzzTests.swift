@@ -79,8 +79,9 @@ import Testing
                 switch entry {
                 case .inline(let id, let inline):
                     do {
-                        let (ad, _) = try VASTDocument.ad(
-                            inline, id: id, wrappers: VASTTrackers(), options: options, now: 1e9)
+                        let ad = try VASTDocument.ad(
+                            inline, id: id, wrappers: VASTTrackers(), options: options, now: 1e9
+                        ).ad
                         // What passes satisfies the rules.
                         #expect(!ad.id.isEmpty)
                         #expect(FeedParser.isWebURL(ad.url), "\(ad.url)")
