@@ -433,7 +433,9 @@ extension VASTDocument {
     /// `HH:MM:SS` or `HH:MM:SS.mmm` in seconds.
     static func clock(_ s: String) -> Double? {
         let parts = s.trimmed().split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, let h = Int(parts[0]), let m = Int(parts[1]), (0..<60).contains(m),
+        let digits = { (p: Substring) in !p.isEmpty && p.allSatisfy { $0.isASCII && $0.isNumber } }
+        guard parts.count == 3, digits(parts[0]), digits(parts[1]), let h = Int(parts[0]), let m = Int(parts[1]),
+            (0..<60).contains(m),
             let sec = Double(parts[2]), sec >= 0, sec < 60, h >= 0, parts[2].first?.isNumber == true
         else { return nil }
         // In Double: an hour count of any size cannot overflow (the caller bounds the result).
