@@ -62,9 +62,13 @@ void *adc_xml_parse(const char *bytes, int length, int *had_doctype, char *error
     *had_doctype = 0;
     if (adc_xml_load(error, error_size) != 0) return NULL;
     reset_last_error();
-    // Not XML_PARSE_NOENT (no substitution), DTDLOAD, DTDATTR, XINCLUDE or HUGE (libxml2's
-    // limits on depth and sizes stay).
-    int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOCDATA;
+    // Not XML_PARSE_NOENT (no substitution), DTDLOAD, DTDATTR or XINCLUDE. XML_PARSE_HUGE, so
+    // that a document under the caller's size cap is not refused for libxml2's own 10 MB
+    // text-node limit: the caller's scan of the bytes (XML.swift, XMLReader.prescan) has
+    // already refused every DOCTYPE (so no entity can be declared, whose expansion limits
+    // HUGE would relax), elements deeper than 256 or with more than 256 attributes, and
+    // encodings whose bytes it cannot read as markup.
+    int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOCDATA | XML_PARSE_HUGE;
     xmlDocPtr doc = read_memory(bytes, length, "feed.xml", NULL, options);
     if (!doc) {
         xmlErrorPtr e = last_error();

@@ -27,6 +27,9 @@ package struct FeedAd: Equatable, Sendable {
     var vast: VASTFields?
     /// The media file's size as the VAST document gives it (`fileSize`): checked, not kept.
     var fileSize: Int64?
+    /// A VAST video's playable media files, best first (element 0 is `url`): the next one is
+    /// tried when one fails for good (SPEC §10 (v4) *The next rendition*). Empty otherwise.
+    var renditions: [VASTRendition] = []
 
     /// The events a feed may track.
     static let trackedEvents = ["impression", "click", "skip", "complete"]

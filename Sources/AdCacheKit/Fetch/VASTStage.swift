@@ -181,6 +181,7 @@ extension Fetcher {
         _ pending: inout [VASTTask]
     ) {
         let chainErrors = task.chain.flatMap(\.trackers.error)
+        result.warnings += doc.warnings.map { Diagnostic(.feed, $0) }
         if doc.entries.isEmpty {
             // No ad: the root's Error (and every wrapper's) is told 303.
             let urls = chainErrors + doc.rootErrors
@@ -207,9 +208,11 @@ extension Fetcher {
             switch entry {
             case .inline(let id, let inline):
                 do {
-                    let (ad, _) = try VASTDocument.ad(
-                        inline, id: id, wrappers: wrappers, options: options.vast, now: now())
-                    result.ads.append((task.tag, ad))
+                    let made = try VASTDocument.ad(
+                        inline, id: id, wrappers: wrappers, options: options.vast, now: now(),
+                        maxAssetSize: options.maxAssetSize)
+                    result.ads.append((task.tag, made.ad))
+                    result.warnings += made.warnings.map { Diagnostic(.feed, ad: id, $0) }
                 } catch {
                     let name = id ?? inline.child("AdServingId")?.text.nilIfEmpty ?? "#\(result.ads.count + 1)"
                     result.warnings.append(

@@ -88,17 +88,21 @@ struct VASTDocument: Sendable {
     var rootErrors: [String] = []
     var serial: Int64?
     var validUntil: Double?
+    /// One line for each number of an `Ad` that was out of its range and ignored (`sequence`).
+    var warnings: [String] = []
 
-    /// Reads `bytes`. Throws a one-line reason (`code`: the VAST error it is).
-    static func read(_ bytes: [UInt8]) throws(VASTFailure) -> VASTDocument {
+    /// Reads `bytes`. Throws a one-line reason (`code`: the VAST error it is). `deadline`
+    /// (monotonic seconds): a failure once it has passed, before or while the bytes are read.
+    static func read(_ bytes: [UInt8], deadline: Double? = nil) throws(VASTFailure) -> VASTDocument {
         let root: XMLElement
         do {
-            root = try XMLReader.parse(bytes)
+            root = try XMLReader.parse(bytes, deadline: deadline)
         } catch {
             switch error {
             case .doctype: throw VASTFailure(.xmlParse, "it has a DOCTYPE (refused: no DTD is read)")
             case .notWellFormed(let why): throw VASTFailure(.xmlParse, "not well-formed XML (\(why))")
             case .libraryMissing(let why): throw VASTFailure(.undefined, why, libraryMissing: true)
+            case .deadline: throw VASTFailure(.wrapperTimeout, "the deadline passed while reading it", transient: true)
             }
         }
         guard root.name == "VAST" else {
@@ -113,17 +117,30 @@ struct VASTDocument: Sendable {
             doc.validUntil = ext.child("ValidUntil").flatMap { Time.parse($0.text) }
         }
         // Pods (`sequence`) in order of sequence, in the places pods hold; the rest in order.
+        // A sequence out of its range counts as absent: that ad is not in the pod.
         let ads = root.children("Ad")
-        let pod = ads.enumerated().filter { $0.element.attribute("sequence") != nil }
-        let ordered = pod.sorted {
-            (Int($0.element.attribute("sequence") ?? "") ?? .max, $0.offset)
-                < (Int($1.element.attribute("sequence") ?? "") ?? .max, $1.offset)
+        let pod = ads.enumerated().compactMap { i, ad -> (offset: Int, sequence: Int, ad: XMLElement)? in
+            var notes: [String] = []
+            let sequence = bounded(ad.attribute("sequence"), "sequence", VASTLimits.sequence, &notes)
+            let name = ad.attribute("id").flatMap { $0.isEmpty ? nil : $0 } ?? "#\(i + 1)"
+            doc.warnings += notes.map { "VAST ad '\(name)': \($0)" }
+            return sequence.map { (i, $0, ad) }
         }
+        let ordered = pod.sorted { ($0.sequence, $0.offset) < ($1.sequence, $1.offset) }
         var sorted = ads
-        for (slot, ad) in zip(pod.map(\.offset), ordered.map(\.element)) { sorted[slot] = ad }
+        for (slot, ad) in zip(pod.map(\.offset), ordered.map(\.ad)) { sorted[slot] = ad }
         for ad in sorted {
             let id = ad.attribute("id").flatMap { $0.isEmpty ? nil : $0 }
-            if let inline = ad.child("InLine") {
+            // An audio or hybrid ad (SPEC §10 (v4)) is not followed nor made: it stands as an
+            // element named `Ad` (its InLine's or Wrapper's children, for their `Error` URLs),
+            // which `ad()` refuses with 200.
+            if let type = ad.attribute("adType"), VASTLimits.unsupportedAdTypes.contains(type.lowercased()),
+                var body = ad.child("InLine") ?? ad.child("Wrapper")
+            {
+                body.name = "Ad"
+                body.attributes = ad.attributes
+                doc.entries.append(.inline(id: id, body))
+            } else if let inline = ad.child("InLine") {
                 doc.entries.append(.inline(id: id, inline))
             } else if let w = ad.child("Wrapper") {
                 doc.entries.append(
@@ -201,10 +218,18 @@ extension VASTDocument {
     ]
 
     /// `now`: the trusted time of the fetch, for `Expires`. `wrappers`: the trackers of
-    /// every wrapper above it.
+    /// every wrapper above it. `maxAssetSize`: the run's cap, the top of `fileSize`'s range.
+    /// A number out of its range (SPEC §10 (v4) *Bounded numbers*) is ignored with one of
+    /// the warnings returned; a `Linear` without a valid `Duration` throws 101.
     static func ad(
-        _ inline: XMLElement, id adID: String?, wrappers: VASTTrackers, options: VASTOptions, now: Double
-    ) throws(VASTFailure) -> (ad: FeedAd, fileSize: Int64?) {
+        _ inline: XMLElement, id adID: String?, wrappers: VASTTrackers, options: VASTOptions, now: Double,
+        maxAssetSize: Int64 = Int64.max
+    ) throws(VASTFailure) -> VASTAd {
+        if inline.name == "Ad" {
+            throw VASTFailure(
+                .unsupported,
+                "its adType is \(short(inline.attribute("adType") ?? "")) (adcache plays video and images)")
+        }
         let creatives = inline.child("Creatives")?.children("Creative") ?? []
         var url: String
         var type: AdType
@@ -212,14 +237,21 @@ extension VASTDocument {
         var skipOffset: Double?
         var clickUrl: String?
         var fileSize: Int64?
+        var renditions: [VASTRendition] = []
+        var notes: [String] = []
         let creative: XMLElement
         if let c = creatives.first(where: { $0.child("Linear") != nil }), let linear = c.child("Linear") {
             creative = c
-            guard let seconds = linear.child("Duration").flatMap({ clock($0.text) }), seconds >= 0 else {
-                throw VASTFailure(.schema, "its Linear has no valid Duration")
+            guard let text = linear.child("Duration")?.text else {
+                throw VASTFailure(.schema, "its Linear has no Duration")
+            }
+            guard let seconds = clock(text), VASTLimits.seconds.contains(seconds) else {
+                throw VASTFailure(.schema, "its Linear's Duration '\(short(text))' is not a time from 0 to 24:00:00")
             }
             duration = max(1, Int(seconds.rounded(.up)))
-            guard let media = chooseMedia(linear.child("MediaFiles")?.children("MediaFile") ?? [], options) else {
+            renditions = rankMedia(
+                linear.child("MediaFiles")?.children("MediaFile") ?? [], options, maxAssetSize: maxAssetSize, &notes)
+            guard let media = renditions.first else {
                 throw VASTFailure(
                     .noMediaFile,
                     "no progressive media file of a supported type (\(options.mediaTypes.joined(separator: ", ")))")
@@ -228,10 +260,16 @@ extension VASTDocument {
             fileSize = media.fileSize
             type = .video
             if let s = linear.attribute("skipoffset") {
-                if s.hasSuffix("%"), let p = Double(s.dropLast()), p >= 0, p <= 100 {
-                    skipOffset = seconds * p / 100
+                if s.hasSuffix("%") {
+                    if let p = Double(s.dropLast()), (0...100).contains(p) {
+                        skipOffset = seconds * p / 100
+                    } else {
+                        notes.append("skipoffset '\(short(s))' is not a percentage from 0 to 100; ignored")
+                    }
+                } else if let t = clock(s), VASTLimits.seconds.contains(t) {
+                    skipOffset = t
                 } else {
-                    skipOffset = clock(s)
+                    notes.append("skipoffset '\(short(s))' is not a time from 0 to 24:00:00; ignored")
                 }
             }
             clickUrl = linear.at("VideoClicks", "ClickThrough").flatMap { webURL($0.text) }
@@ -264,12 +302,19 @@ extension VASTDocument {
         ad.duration = duration
         ad.clickUrl = clickUrl
         ad.fileSize = fileSize
+        ad.renditions = renditions
         ad.vast = VASTFields(
             skipOffset: skipOffset, adServingId: servingID,
             universalAdId: universal.isEmpty ? nil : universal.joined(separator: ","))
         ad.tracking = all.tracking
         if !notExecuted.isEmpty { ad.tracking["verificationNotExecuted"] = notExecuted }
-        if let e = inline.child("Expires").flatMap({ Double($0.text) }), e >= 0 { ad.expires = now + e }
+        if let text = inline.child("Expires")?.text {
+            if let e = Double(text), VASTLimits.expires.contains(e) {
+                ad.expires = now + e
+            } else {
+                notes.append("Expires '\(short(text))' is not a number of seconds from 0 to 10 years; ignored")
+            }
+        }
         var meta: [String: JSONValue] = [:]
         if let s = inline.child("AdSystem")?.text.nilIfEmpty { meta["adSystem"] = .string(s) }
         if let s = inline.child("AdTitle")?.text.nilIfEmpty { meta["adTitle"] = .string(s) }
@@ -277,7 +322,7 @@ extension VASTDocument {
         if !universal.isEmpty { meta["universalAdId"] = .string(universal.joined(separator: ",")) }
         if let s = inline.child("Advertiser")?.text.nilIfEmpty { meta["advertiser"] = .string(s) }
         if !meta.isEmpty { ad.meta = .object(meta) }
-        return (ad, fileSize)
+        return VASTAd(ad: ad, warnings: notes.map { "VAST ad '\(ad.id)': \($0)" })
     }
 
     /// The first `StaticResource` image of a `NonLinear` or `Companion`, with its click-through.
@@ -300,8 +345,16 @@ extension VASTDocument {
         return nil
     }
 
-    /// The media file for this device (SPEC §10 *Media file*).
-    static func chooseMedia(_ files: [XMLElement], _ options: VASTOptions) -> (url: String, fileSize: Int64?)? {
+    /// The media files this device can play, best first (SPEC §10 *Media file*, and (v4)
+    /// *The next rendition*): element 0 is the rule's choice, element 1 the choice once 0 is
+    /// gone, and so on. The rule as one total order: the files that fit the screen, smallest
+    /// first, then those that do not, largest first; among equal sizes, with `max-bitrate`
+    /// the bitrates not above it, highest first, then those above it, lowest first (without
+    /// one, highest first); then the order of `media-types`; then document order. Numbers out
+    /// of their range count as absent, with a line in `notes`.
+    static func rankMedia(
+        _ files: [XMLElement], _ options: VASTOptions, maxAssetSize: Int64 = Int64.max, _ notes: inout [String]
+    ) -> [VASTRendition] {
         struct Candidate {
             var url: String
             var width: Int
@@ -310,6 +363,7 @@ extension VASTDocument {
             var typeRank: Int
             var order: Int
             var fileSize: Int64?
+            /// At most 16384², as width and height are bounded.
             var area: Int { width * height }
         }
         let types = options.mediaTypes.map { $0.lowercased() }
@@ -319,37 +373,105 @@ extension VASTDocument {
                 let type = f.attribute("type")?.lowercased(), let rank = types.firstIndex(of: type),
                 let url = webURL(f.text)
             else { return nil }
+            var own: [String] = []
+            func number(_ name: String, _ range: ClosedRange<Int>) -> Int? {
+                bounded(f.attribute(name), name, range, &own)
+            }
+            let width = number("width", VASTLimits.pixels) ?? 0
+            let height = number("height", VASTLimits.pixels) ?? 0
+            let bitrate = number("bitrate", VASTLimits.bitrate)
+            let maxBitrate = number("maxBitrate", VASTLimits.bitrate)
+            let minBitrate = number("minBitrate", VASTLimits.bitrate)
+            let fileSize = bounded(f.attribute("fileSize"), "fileSize", 1...max(1, maxAssetSize), &own)
+            notes += own.map { "MediaFile \(i + 1): \($0)" }
             return Candidate(
-                url: url, width: Int(f.attribute("width") ?? "") ?? 0, height: Int(f.attribute("height") ?? "") ?? 0,
-                bitrate: Int(f.attribute("bitrate") ?? ""), typeRank: rank, order: i,
-                fileSize: f.attribute("fileSize").flatMap { Int64($0) })
+                url: url, width: width, height: height, bitrate: bitrate ?? maxBitrate ?? minBitrate, typeRank: rank,
+                order: i, fileSize: fileSize)
         }
-        guard !candidates.isEmpty else { return nil }
-        let fitting = candidates.filter { $0.width >= options.screenWidth && $0.height >= options.screenHeight }
-        let size = fitting.isEmpty ? candidates.map(\.area).max()! : fitting.map(\.area).min()!
-        let sized = (fitting.isEmpty ? candidates : fitting).filter { $0.area == size }
-        // Bitrate: the closest to max-bitrate without exceeding it (all exceed: the lowest);
-        // with no max-bitrate, the highest.
-        func bitrateRank(_ c: Candidate) -> Int {
+        let screen = (width: options.screenWidth, height: options.screenHeight)
+        // Comparisons, not arithmetic on the configured max-bitrate: nothing can overflow.
+        func key(_ c: Candidate) -> (Int, Int, Int, Int, Int, Int) {
+            let fits = c.width >= screen.width && c.height >= screen.height
             let b = c.bitrate ?? 0
-            guard let max = options.maxBitrate else { return -b }
-            let under = sized.contains { ($0.bitrate ?? 0) <= max }
-            return under ? (b <= max ? max - b : Int.max) : b
+            let rate: (Int, Int)
+            if let max = options.maxBitrate {
+                rate = b <= max ? (0, -b) : (1, b)
+            } else {
+                rate = (0, -b)
+            }
+            return (fits ? 0 : 1, fits ? c.area : -c.area, rate.0, rate.1, c.typeRank, c.order)
         }
-        let best = sized.min { a, b in
-            (bitrateRank(a), a.typeRank, a.order) < (bitrateRank(b), b.typeRank, b.order)
-        }!
-        return (best.url, best.fileSize)
+        return candidates.map { (key($0), $0) }.sorted { $0.0 < $1.0 }.map {
+            VASTRendition(url: $0.1.url, fileSize: $0.1.fileSize)
+        }
+    }
+
+    /// The media file for this device: the first of `rankMedia`.
+    static func chooseMedia(_ files: [XMLElement], _ options: VASTOptions) -> (url: String, fileSize: Int64?)? {
+        var notes: [String] = []
+        return rankMedia(files, options, &notes).first.map { ($0.url, $0.fileSize) }
+    }
+
+    /// `text` as a whole number in `range`: nil when absent, and nil with a line in `notes`
+    /// when it does not parse or lies outside the range.
+    static func bounded<T: FixedWidthInteger>(
+        _ text: String?, _ name: String, _ range: ClosedRange<T>, _ notes: inout [String]
+    ) -> T? {
+        guard let text else { return nil }
+        if let v = T(text), range.contains(v) { return v }
+        let digits = !text.isEmpty && text.drop { $0 == "-" || $0 == "+" }.allSatisfy { $0.isASCII && $0.isNumber }
+        let what = digits ? "is out of range" : "is not a whole number"
+        notes.append("\(name) \(short(text)) \(what) (\(range.lowerBound)–\(range.upperBound)); ignored")
+        return nil
+    }
+
+    /// A value from the document as a warning quotes it: at most 40 characters.
+    static func short(_ s: String) -> String {
+        s.count > 40 ? String(s.prefix(40)) + "…" : s
     }
 
     /// `HH:MM:SS` or `HH:MM:SS.mmm` in seconds.
     static func clock(_ s: String) -> Double? {
         let parts = s.trimmed().split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, let h = Int(parts[0]), let m = Int(parts[1]), (0..<60).contains(m),
+        let digits = { (p: Substring) in !p.isEmpty && p.allSatisfy { $0.isASCII && $0.isNumber } }
+        guard parts.count == 3, digits(parts[0]), digits(parts[1]), let h = Int(parts[0]), let m = Int(parts[1]),
+            (0..<60).contains(m),
             let sec = Double(parts[2]), sec >= 0, sec < 60, h >= 0, parts[2].first?.isNumber == true
         else { return nil }
-        return Double(h * 3600 + m * 60) + sec
+        // In Double: an hour count of any size cannot overflow (the caller bounds the result).
+        return Double(h) * 3600 + Double(m * 60) + sec
     }
+}
+
+/// An `InLine` made into an ad, with the warnings about numbers of it that were ignored (one
+/// line each, naming the ad).
+struct VASTAd: Sendable {
+    var ad: FeedAd
+    var warnings: [String]
+}
+
+/// A media file of a VAST ad, in the order of the media-file rule (SPEC §10 (v4) *The next
+/// rendition*): what the fetch tries when the one before it fails for good.
+struct VASTRendition: Equatable, Sendable {
+    var url: String
+    /// `fileSize` as the document gives it (1 byte to the run's max asset size), else nil.
+    var fileSize: Int64?
+}
+
+/// The ranges of a VAST document's numbers (SPEC §10 (v4) *Bounded numbers*): a value
+/// outside its range, or one that does not parse, counts as absent.
+enum VASTLimits {
+    /// `Duration` and `skipoffset`: 0 to 24 hours.
+    static let seconds = 0.0...86400
+    /// `width` and `height`.
+    static let pixels = 1...16384
+    /// `bitrate`, `minBitrate`, `maxBitrate`, kbit/s.
+    static let bitrate = 1...1_000_000
+    /// `Expires`: 0 to 10 years, in seconds.
+    static let expires = 0.0...Double(10 * 365 * 86400)
+    static let sequence = 0...1_000_000
+    /// `adType`s adcache does not play (error 200).
+    static let unsupportedAdTypes: Set<String> = ["audio", "hybrid"]
 }
 
 /// What a VAST ad carries beyond a JSON feed's fields.
