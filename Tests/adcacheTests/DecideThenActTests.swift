@@ -38,7 +38,8 @@ import Testing
         let r = device.fetch(b + "/feed.json")
         #expect(r.status == 65, "\(r.stderr)")
         #expect(
-            r.stderr.hasPrefix("adcache: error: no ad of the feed \(b)/feed.json can be used (3 skipped; first: ad 'a': "),
+            r.stderr.hasPrefix(
+                "adcache: error: no ad of the feed \(b)/feed.json can be used (3 skipped; first: ad 'a': "),
             "\(r.stderr)")
         #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr)")
         #expect(try Self.snapshot(device.s.cache) == accepted, "the cache unchanged")

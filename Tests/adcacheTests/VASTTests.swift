@@ -340,7 +340,8 @@ import Testing
         // With an ad that can be used beside it: a feed of none is refused whole, and queues
         // nothing (SPEC §2, §6 v4; `aFeedOfNoUsableAdIsRefusedWhole`).
         ads["/tag.xml"] = Self.plusGoodAd(
-            Self.linear(file, duration: duration, error: error).replacingOccurrences(of: "IMP/", with: b + "/"), base: b)
+            Self.linear(file, duration: duration, error: error).replacingOccurrences(of: "IMP/", with: b + "/"), base: b
+        )
         let device = Device(); defer { device.s.remove() }
         let r = device.fetch(b + "/tag.xml")
         #expect([0, 65].contains(r.status), "\(r.stderr)")

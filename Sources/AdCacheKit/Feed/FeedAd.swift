@@ -44,10 +44,6 @@ package struct FeedAd: Equatable, Sendable {
     static let weightRange: ClosedRange<Int64> = 1...1000
     static let defaultPlacement = "splash"
 
-    /// A VAST video's media files in the order of the media-file rule, the chosen one (`url`)
-    /// first: the next is tried when one fails for good (SPEC §10 *The next rendition*).
-    var renditions: [VASTRendition] = []
-
     init(id: String, url: String) {
         self.id = id
         self.url = url
@@ -80,10 +76,4 @@ struct Feed: Sendable {
 
     /// Ads of this feed come from VAST documents.
     var hasVAST: Bool { isVAST || !vastTags.isEmpty }
-}
-
-/// One media file of a VAST `Linear` that suits the device.
-struct VASTRendition: Equatable, Sendable {
-    var url: String
-    var fileSize: Int64?
 }

@@ -334,7 +334,8 @@ struct FeedParser: Sendable {
         case "http", "https":
             guard let host = resolved.host, !host.isEmpty else { throw fail("its \"url\" has no host") }
             guard Self.hasUsableHost(resolved) else {
-                throw fail("its \"url\" is malformed (a port above 65535, or a host that is not a host name or address)")
+                throw fail(
+                    "its \"url\" is malformed (a port above 65535, or a host that is not a host name or address)")
             }
         case "file":
             guard allowFileAssets else { throw fail("its \"url\" is a file: URL, allowed only in a local feed") }

@@ -50,7 +50,8 @@ struct FetchClock {
             source: source, offset: offset.rounded(), sync: BootClock.now().map { ClockSync(device: device, boot: $0) })
         let way = offset > 0 ? "behind" : "ahead of"
         let warning = Diagnostic(
-            .clock, "the device clock is \(Fetcher.span(abs(offset))) \(way) the feed server's; using the server's time")
+            .clock, "the device clock is \(Fetcher.span(abs(offset))) \(way) the feed server's; using the server's time"
+        )
         return (clock, warning)
     }
 }

@@ -84,8 +84,9 @@ extension Fetcher {
     /// answer's Content-Length is more than is left.
     func gateDownloads(_ jobs: [Job], before: CacheIndex, received: Int64, _ results: inout [String: AssetResult])
         -> (
-        [Job], Double?, [Job]
-    ) {
+            [Job], Double?, [Job]
+        )
+    {
         func deferring(_ job: Job) {
             for ad in job.ads {
                 var r = AssetResult(outcome: .pending)

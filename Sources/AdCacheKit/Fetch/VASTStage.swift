@@ -154,7 +154,8 @@ extension Fetcher {
                 let timeout = [.timedOut, .stalled, .deadline].contains(error)
                 out[url] = .failure(
                     VASTFailure(
-                        timeout ? .wrapperTimeout : .wrapper, "cannot fetch it: \(error)", transient: error.isTransient))
+                        timeout ? .wrapperTimeout : .wrapper, "cannot fetch it: \(error)", transient: error.isTransient)
+                )
                 continue
             }
             bodies.append((url, response.body))
@@ -166,10 +167,11 @@ extension Fetcher {
                 continue
             }
             do {
-                out[url] = .success(try VASTDocument.read(body))
+                out[url] = .success(try VASTDocument.read(body, deadline: options.transfer.deadline))
             } catch {
                 out[url] = .failure(
-                    VASTFailure(error.code == .undefined ? .xmlParse : error.code, error.reason, transient: false))
+                    VASTFailure(
+                        error.code == .undefined ? .xmlParse : error.code, error.reason, transient: error.transient))
             }
         }
         return out
@@ -201,7 +203,8 @@ extension Fetcher {
             result.warnings.append(
                 Diagnostic(
                     .feed,
-                    "VAST tag \(task.url): only its first \(Self.maxAdsPerDocument) ads are taken (it has \(entries.count))"))
+                    "VAST tag \(task.url): only its first \(Self.maxAdsPerDocument) ads are taken (it has \(entries.count))"
+                ))
             entries = Array(entries.prefix(Self.maxAdsPerDocument))
         }
         for entry in entries {
@@ -378,7 +381,8 @@ extension Fetcher {
         let lastModified =
             response.headers["last-modified"] ?? (response.notModified ? kept[url]?.lastModified : nil)
         let fresh = freshUntil(response.headers)
-        guard etag != nil || lastModified != nil || fresh != nil, String(validating: response.body, as: UTF8.self) != nil
+        guard etag != nil || lastModified != nil || fresh != nil,
+            String(validating: response.body, as: UTF8.self) != nil
         else { return nil }
         return VASTDocumentCopy(etag: etag, lastModified: lastModified, body: response.body, freshUntil: fresh)
     }
