@@ -41,3 +41,34 @@ import Testing
         #expect(Disk.list(dir.path) == ["final.jpg"])
     }
 }
+
+/// The digest of a big download is computed on another thread, a group of chunks at a time
+/// (EasyTransfer): whatever the size — within the inline part, just past it, whole groups,
+/// a group cut short, a last chunk of one byte — the digest and the file are the body's.
+@Suite struct DownloadDigestTests {
+    @Test(arguments: [
+        1, 200_000, 4 << 20, (4 << 20) + 1, (4 << 20) + (128 << 10) * 4, (4 << 20) + (128 << 10) * 9 + 1,
+        (6 << 20) + 12_345,
+    ])
+    func theDigestIsTheBodysAtEverySize(_ size: Int) throws {
+        var body = [UInt8](repeating: 0, count: size)
+        var x: UInt32 = 2_463_534_242
+        for i in body.indices {
+            x ^= x << 13; x ^= x >> 17; x ^= x << 5
+            body[i] = UInt8(truncatingIfNeeded: x)
+        }
+        let served = body
+        let server = try LoopbackServer { r in .file(served, for: r, etag: "\"v\"") }
+        defer { server.stop() }
+        let dir = TempDir(); defer { dir.remove() }
+        let partial = PartialDownload(file: CacheDirectory(path: dir.path).file("d.part"))
+        var response = TransferResponse()
+        TransferEngine(settings: TransferSettings()).run(
+            [TransferRequest(url: server.url("/d.bin"), destination: .file(partial), maxBytes: 1 << 30)]
+        ) { _, r in response = r }
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(response.fileBytes == Int64(size))
+        #expect(response.fileSha256 == Media.sha256(body))
+        #expect(try FileIO.read(partial.path, limit: 1 << 30) == body)
+    }
+}

@@ -27,17 +27,22 @@ final class EasyTransfer {
     /// receives and writes (a big video: the hash no longer adds to the transfer's time).
     private var hashQueue: DispatchQueue?
     /// A file's bytes are gathered into chunks of `chunkSize` (libcurl hands over 16 KiB at
-    /// a time), each written with one call and hashed as one piece. `chunkCount` buffers
-    /// are used in turn: the one being filled, the others waiting for the hashing thread.
+    /// a time), each written with one call. Past `offloadHashAfter`, the chunks go to the
+    /// hashing thread `groupChunks` at a time (one hand-off per 512 KiB, not per chunk: each
+    /// hand-off is two futex calls): `chunkCount` buffers make two groups, one filled and
+    /// written while the other is hashed.
     private var chunks: [UnsafeMutableRawBufferPointer] = []
     private var chunk = 0
     private var chunkFill = 0
-    /// Buffers free for the next chunk, besides the one being filled.
-    private let freeChunks = DispatchSemaphore(value: EasyTransfer.chunkCount - 1)
+    /// The written chunks of the group being filled, not yet handed to the hashing thread.
+    private var group: [UnsafeRawBufferPointer] = []
+    /// Groups free for filling, besides the one being filled.
+    private let freeGroups = DispatchSemaphore(value: EasyTransfer.chunkCount / EasyTransfer.groupChunks - 1)
     private var hashedInline: Int64 = 0
     static let offloadHashAfter: Int64 = 4 << 20
     static let chunkSize = 128 << 10
-    static let chunkCount = 4
+    static let groupChunks = 4
+    static let chunkCount = 8
     private var resumeOffset: Int64 = 0
     private var bodyStarted = false
     /// Bytes of this attempt's file handed to the disk so far (`FileIO.startWriteback`).
@@ -333,28 +338,36 @@ final class EasyTransfer {
     }
 
     /// Adds the current chunk to the digest: here for a small file; for a big one on
-    /// `hashQueue`, which then owns the buffer until it has read it, while this thread
-    /// fills the next one.
+    /// `hashQueue`, a group at a time, which then owns the group's buffers until it has read
+    /// them, while this thread fills the other group. (Inline, the chunk stays 0, so the
+    /// first group starts at chunk 0.)
     private func hash(_ bytes: UnsafeRawBufferPointer) {
         guard let hasher else { return }
-        guard let hashQueue else {
+        guard hashQueue != nil else {
             hasher.update(bytes)
             hashedInline += Int64(bytes.count)
             if hashedInline >= Self.offloadHashAfter { hashQueue = DispatchQueue(label: "adcache.sha256") }
             return
         }
-        nonisolated(unsafe) let piece = bytes
-        hashQueue.async { [freeChunks] in
-            hasher.update(piece)
-            freeChunks.signal()
-        }
-        // The queue reads chunks in the order given, so when a buffer is free, it is the
-        // one given longest ago: the next in turn.
-        freeChunks.wait()
+        group.append(bytes)
         chunk = (chunk + 1) % Self.chunkCount
+        if group.count == Self.groupChunks { handOffGroup() }
         if chunk == chunks.count {
             chunks.append(UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 64))
         }
+    }
+
+    /// Gives the group's chunks to the hashing thread, then waits until the other group is
+    /// free. The queue reads groups in the order given, so the free one is the next in turn.
+    private func handOffGroup() {
+        guard let hashQueue, let hasher, !group.isEmpty else { return }
+        nonisolated(unsafe) let pieces = group
+        group = []
+        hashQueue.async { [freeGroups] in
+            for piece in pieces { hasher.update(piece) }
+            freeGroups.signal()
+        }
+        freeGroups.wait()
     }
 
     /// A hasher, or the transfer fails saying why (the fetch loads libcrypto before any
@@ -434,6 +447,7 @@ final class EasyTransfer {
                 hasher = newHasher()
             }
             response.fileBytes = (response.resumed ? resumeOffset : 0) + response.bytesReceived
+            handOffGroup()
             hashQueue?.sync {}   // the digest has every byte
             response.fileSha256 = hasher?.finalizeHex()
         }
