@@ -138,6 +138,47 @@ import Testing
         #expect(documents.count == 6, "1 + 5 distinct documents: \(documents.count)")
     }
 
+    /// A run reads at most 64 wrapped documents: a wrapper beyond them is error 302 for the
+    /// ads under it, and the rest of the feed goes on.
+    @Test func aRunReadsAtMost64WrappedDocuments() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        var root = "<VAST version=\"4.0\">"
+        for i in 1...70 {
+            root += """
+                <Ad id="w\(i)"><Wrapper><AdSystem>w</AdSystem><Error>\(b)/err\(i)?c=[ERRORCODE]</Error>
+                <VASTAdTagURI>\(b)/in\(i).xml</VASTAdTagURI></Wrapper></Ad>
+                """
+            ads["/in\(i).xml"] = VASTTests.inline(b, id: "a\(i)").replacingOccurrences(of: "/a\(i).mp4", with: "/m.mp4")
+        }
+        ads["/root.xml"] = root + "</VAST>"
+        let device = Device(); defer { device.s.remove() }
+        let r = device.fetch(b + "/root.xml")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try device.listJSON().count == 64)
+        #expect(ads.hits("/in").count == 64, "no request past the 64th document")
+        #expect(r.stderr.contains("more than 64 wrapped documents in one run (error 302)"), "\(r.stderr)")
+        #expect(device.run(["report"]).status == 0)
+        #expect(ads.hits("/err").count == 6 && ads.hits("/err").allSatisfy { $0.hasSuffix("?c=302") })
+    }
+
+    /// At most 100 ads are taken from one wrapped document, with one warning.
+    @Test func atMost100AdsFromOneWrappedDocument() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        let one = VASTTests.inline(b, id: "ID").replacingOccurrences(of: "<VAST version=\"4.0\">", with: "")
+            .replacingOccurrences(of: "</VAST>", with: "").replacingOccurrences(of: "/ID.mp4", with: "/m.mp4")
+        ads["/many.xml"] =
+            "<VAST version=\"4.0\">"
+            + (1...120).map { one.replacingOccurrences(of: "\"ID\"", with: "\"a\($0)\"") }.joined() + "</VAST>"
+        ads["/feed.json"] = #"{"ads":[{"id":"tag","vast":"\#(b)/many.xml"}]}"#
+        let device = Device(); defer { device.s.remove() }
+        let r = device.fetch(b + "/feed.json")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try device.listJSON().count == 100)
+        #expect(r.stderr.contains("only its first 100 ads are taken (it has 120)"), "\(r.stderr)")
+    }
+
     // MARK: §10 Wrapped documents stay fresh
 
     /// A root wrapper that answers 304 still brings a changed InLine: the wrapped document is
@@ -163,6 +204,31 @@ import Testing
         #expect(device.fetch(b + "/w.xml").status == 0)
         let again = ads.server.log.dropFirst(before).map(\.path)
         #expect(again == ["/w.xml", "/inline.xml"] || again == ["/w.xml", "/inline.xml", "/second.mp4"], "\(again)")
+    }
+
+    /// A wrapped document still fresh by its own `Cache-Control` is not asked again, except
+    /// under `--revalidate`.
+    @Test func aFreshWrappedDocumentIsNotAskedAgain() throws {
+        let log = Locked([String]())
+        let server = try LoopbackServer { r in
+            log.update { $0.append(r.path) }
+            let b = "http://127.0.0.1:\(r.headers["host"]?.split(separator: ":").last ?? "")"
+            switch r.path {
+            case "/w.xml": return .text(200, VASTTests.wrapper(1, to: b + "/inline.xml", base: b))
+            case "/inline.xml":
+                var response = LoopbackServer.Response.text(200, VASTTests.inline(b), contentType: "application/xml")
+                response.headers.append(("Cache-Control", "max-age=3600"))
+                return response
+            default: return .file(Media.mp4(), for: r, etag: "\"m\"")
+            }
+        }
+        defer { server.stop() }
+        let device = Device(); defer { device.s.remove() }
+        for _ in 0..<2 { #expect(device.fetch(server.url("/w.xml")).status == 0) }
+        #expect(log.value.filter { $0 == "/inline.xml" }.count == 1, "\(log.value)")
+        #expect(device.run(["fetch", "--no-progress", "--revalidate", server.url("/w.xml")]).status == 0)
+        #expect(log.value.filter { $0 == "/inline.xml" }.count == 2, "\(log.value)")
+        #expect(try device.listJSON().map { $0["id"] as? String } == ["deep"])
     }
 
     // MARK: §10 The next rendition
