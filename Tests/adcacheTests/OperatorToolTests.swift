@@ -177,6 +177,9 @@ import Testing
         #expect(
             json["verified"] as? Int == 1 && (json["damaged"] as? [String])?.isEmpty == true,
             "already set aside: \(json)")
+        // Still missing on every run until a fetch restores them (SPEC §4 v4).
+        #expect((json["missing"] as? [String])?.sorted() == ["a", "b"], "\(json)")
+        #expect(s.run(["verify"]).status == 65)
         let aside = try FileManager.default.contentsOfDirectory(atPath: s.cache + "/assets").filter {
             $0.contains(".bad-")
         }

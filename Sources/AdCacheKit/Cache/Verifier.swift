@@ -37,7 +37,15 @@ extension CacheStore {
         var verdicts: [String: Bool] = [:]   // file name → passed; each file hashed once
         var failed: [String: String] = [:]   // file name → why
         for r in index.ads {
-            guard let name = r.file, AssetName.isValid(name) else { continue }
+            guard let name = r.file, AssetName.isValid(name) else {
+                // A file an earlier verify (or a lost file) took from the record: still missing
+                // on every run until a fetch downloads it again (SPEC §4).
+                if r.file == nil, ![.pending, .failed, .withdrawn].contains(r.state) {
+                    report.missing.append(r.id)
+                    report.problems.append("ad '\(r.id)': its file is missing (the next fetch downloads it again)")
+                }
+                continue
+            }
             if verdicts[name] == nil {
                 let file = asset(name)
                 if let size = file.size {
