@@ -52,6 +52,7 @@ FIELDS = [
     ("maxShowsPerDay", "optInt", True),
     ("meta", "custom", False, "r.meta = try s.null() ? nil : s.value()", 'w.field("meta", meta)'),
     ("minInterval", "optInt", True),
+    ("notUsedAt", "optDouble", False),
     ("pickEpoch", "optInt", True),
     ("picks", "optInt", True),
     ("placement", "string", True),

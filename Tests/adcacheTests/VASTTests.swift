@@ -522,6 +522,25 @@ import Testing
         #expect(ads.hits("/notused-\(shown ?? "")").isEmpty)
     }
 
+    /// An ad never shown and evicted by `prune --max-size` queues its notUsed too, once: not
+    /// again when a fetch brings it back and a prune evicts it again (SPEC §10).
+    @Test func notUsedIsQueuedOnceForAnEvictedAd() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        ads["/tag.xml"] = Self.inline(b, id: "e").replacingOccurrences(
+            of: "<Duration>",
+            with: "<TrackingEvents><Tracking event=\"notUsed\">\(b)/notused-e</Tracking></TrackingEvents><Duration>")
+        let device = Device(); defer { device.s.remove() }
+        for _ in 0..<2 {
+            #expect(device.fetch(b + "/tag.xml").status == 0)
+            #expect(try device.listJSON().first?["state"] as? String == "ready")
+            #expect(device.run(["prune", "--max-size", "1"]).status == 0)
+            #expect(try device.listJSON().first?["state"] as? String != "ready", "evicted")
+            #expect(device.run(["report"]).status == 0)
+            #expect(ads.hits("/notused-e").count == 1)
+        }
+    }
+
     /// AdVerifications: adcache runs no script, so each verificationNotExecuted tracker is
     /// called at the first show with [REASON] 2.
     @Test func verificationNotExecutedAtTheFirstShow() throws {

@@ -35,6 +35,8 @@ struct AdRecord: Equatable, Sendable {
     var maxShows: Int64?
     var maxShowsPerDay: Int64?
     var minInterval: Int64?
+    /// When its VAST `notUsed` was queued for an eviction (SPEC §10: once).
+    var notUsedAt: Double?
     var duration: Int
     var priority: Int64
     var clickUrl: String?

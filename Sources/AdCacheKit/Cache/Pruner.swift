@@ -56,7 +56,7 @@ final class Pruner {
                 } else {
                     store.refreshDigest()   // an index an older adcache wrote gets its digest
                 }
-                queueNotUsed(gone: loaded.index.ads, kept: index.ads, at: t)
+                queueNotUsed(gone: loaded.index.ads, kept: index.ads, evicted: plan.evicted, at: t)
             }
             CrashPoint.reach("prune.afterSave")
             return plan.files + unnamed
@@ -75,14 +75,17 @@ final class Pruner {
         return report
     }
 
-    /// `notUsed` for each VAST ad the commit deleted (expired) without its ever being shown,
-    /// under the journal lock (prune already holds the index lock; a launch takes only this).
-    private func queueNotUsed(gone before: [AdRecord], kept: [AdRecord], at t: Double) {
+    /// `notUsed` for each VAST ad the commit deleted (expired) or evicted without its ever
+    /// being shown, under the journal lock (prune already holds the index lock; a launch takes
+    /// only this). An evicted ad keeps its record, dated `notUsedAt`: once, not at every
+    /// eviction after a fetch brought it back.
+    private func queueNotUsed(gone before: [AdRecord], kept: [AdRecord], evicted: [AdRecord], at t: Double) {
         guard let pop = proofOfPlay else { return }
         let left = Set(kept.map(\.id))
-        let records = before.filter { $0.state != .withdrawn && !left.contains($0.id) }.flatMap {
-            Fetcher.notUsed($0, pop, at: t)
-        }
+        let records =
+            (before.filter { $0.state != .withdrawn && !left.contains($0.id) } + evicted).flatMap {
+                Fetcher.notUsed($0, pop, at: t)
+            }
         store.queue(records, what: "notUsed", warn: warn)
     }
 
@@ -90,7 +93,7 @@ final class Pruner {
     /// record without a file (its count is not forgotten, nor is it downloaded again); then,
     /// over the budget, files are evicted. Returns the asset paths to delete after the commit.
     private func plan(_ index: inout CacheIndex, at t: Double, options: PruneOptions, report: inout PruneReport) throws
-        -> (files: [CacheFile], names: Set<String>)
+        -> (files: [CacheFile], names: Set<String>, evicted: [AdRecord])
     {
         let local = Time.local(t)
         var kept: [AdRecord] = []
@@ -112,6 +115,7 @@ final class Pruner {
             }
         }
         var removed = Set<String>()
+        var evicted: [AdRecord] = []
         func remove(_ name: String, id: String?, reason: String) {
             removed.insert(name)
             report.removed.append(
@@ -145,12 +149,16 @@ final class Pruner {
             }
             for i in kept.indices {
                 guard let f = kept[i].file, removed.contains(f) else { continue }
+                if kept[i].notUsedAt == nil, kept[i].owesNotUsed {
+                    evicted.append(kept[i])
+                    kept[i].notUsedAt = t
+                }
                 kept[i].forgetFile()
                 if kept[i].state == .ready { kept[i].state = .pending }
             }
         }
         index.ads = kept
-        return (removed.map(store.asset), removed)
+        return (removed.map(store.asset), removed, evicted)
     }
 
     /// The eviction order, reversed: true when `a` is kept in preference to `b` (higher

@@ -6,8 +6,9 @@ extension AdRecord.Decoded {
     enum Field: String, CaseIterable, Sendable {
         case bytes, clickUrl, duration, error, etag, expires, file, fileMtime, failedEtag, failedFor
         case failedLastModified, failures, feedType, fileSha256, freshUntil, hours, days, id, lastModified
-        case lastShowSeq, lastShown, maxShows, maxShowsPerDay, meta, minInterval, pickEpoch, picks, placement
-        case priority, retryAt, sha256, showDay, shows, showsOnDay, start, state, tracking, type, url, vast, weight
+        case lastShowSeq, lastShown, maxShows, maxShowsPerDay, meta, minInterval, notUsedAt, pickEpoch, picks
+        case placement, priority, retryAt, sha256, showDay, shows, showsOnDay, start, state, tracking, type, url
+        case vast, weight
     }
     static let fields = JSONKeyTable<Field>()
 
@@ -112,6 +113,12 @@ extension AdRecord.Decoded {
             r.meta = try s.null() ? nil : s.value()
         case .minInterval:
             r.minInterval = try s.optInt()
+        case .notUsedAt:
+            if forSelection {
+                try s.skip()
+                return true
+            }
+            r.notUsedAt = try s.optDouble()
         case .pickEpoch:
             r.pickEpoch = try s.optInt()
         case .picks:
@@ -212,6 +219,7 @@ extension AdRecord {
         w.field("maxShowsPerDay", maxShowsPerDay)
         w.field("meta", meta)
         w.field("minInterval", minInterval)
+        w.field("notUsedAt", notUsedAt)
         w.field("pickEpoch", pickEpoch)
         w.field("picks", picks)
         w.field("placement", placement)
@@ -255,6 +263,7 @@ extension AdRecord {
         fileSha256 = whole.fileSha256
         lastModified = whole.lastModified
         meta = whole.meta
+        notUsedAt = whole.notUsedAt
         sha256 = whole.sha256
         tracking = whole.tracking
         url = whole.url

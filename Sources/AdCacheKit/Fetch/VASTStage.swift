@@ -356,9 +356,14 @@ extension Fetcher {
 
     /// An ad's `notUsed` record, when it has `notUsed` trackers and was never shown.
     static func notUsed(_ r: AdRecord, _ pop: AdCache.ProofOfPlay, at t: Double) -> [JournalRecord] {
-        guard r.shows == 0, r.lastShown == nil, let urls = r.tracking["notUsed"], !urls.isEmpty else { return [] }
+        guard r.owesNotUsed else { return [] }
         return [pop.record("notUsed", of: r, at: t, reportUrl: nil)]
     }
+}
+
+extension AdRecord {
+    /// Never shown, and with `notUsed` trackers to tell when it goes unshown (SPEC §10).
+    var owesNotUsed: Bool { shows == 0 && lastShown == nil && !(tracking["notUsed"] ?? []).isEmpty }
 }
 
 /// The wrapped VAST documents of the last run, kept with their validators so that the next
