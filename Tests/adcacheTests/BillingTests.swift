@@ -254,6 +254,67 @@ import Testing
         #expect(Adcache.run(c + ["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) != printed)
     }
 
+    /// SPEC §8 v4 *Every appearance is a delivery*: a pixel named twice by one event (a VAST
+    /// wrapper's and its InLine's) is called twice in all — when the first call succeeds and
+    /// the second gets 503, the second stays queued and the next report sends it (version 3
+    /// keyed deliveries by URL: "1 delivered, 0 pending", the second never sent).
+    @Test func aPixelNamedTwiceIsDeliveredTwice() throws {
+        let rig = try Rig()
+        defer { rig.remove() }
+        let calls = Locked(0)
+        let base = rig.server.url("")
+        let pixel = "<Impression>\(base)/pix</Impression>"
+        rig.answer.set { r in
+            switch r.path {
+            case "/w.xml":
+                let w = VASTTests.wrapper(1, to: base + "/in.xml", base: base)
+                return .text(200, w.replacingOccurrences(of: "<Impression>\(base)/wimp1</Impression>", with: pixel))
+            case "/in.xml":
+                let inline = VASTTests.inline(base)
+                return .text(
+                    200, inline.replacingOccurrences(of: "<Impression>\(base)/imp-deep</Impression>", with: pixel))
+            case "/pix":
+                var n = 0
+                calls.update {
+                    n = $0 + 1; $0 = n
+                }
+                return n == 2 ? .text(503, "busy") : .text(200, "")
+            case "/deep.mp4": return .file(Media.mp4(), for: r)
+            default: return nil
+            }
+        }
+        let fetched = rig.run(["fetch", "--no-report", rig.server.url("/w.xml")])
+        #expect(fetched.status == 0, "\(fetched.stderr)")
+        #expect(rig.run(["next"]).status == 0)
+        #expect(try rig.pending() == 2)
+        let first = rig.run(["report", "--retries", "0", "--parallel", "1"])
+        #expect(first.status == 75, "one delivery stays queued: \(first.stdout) \(first.stderr)")
+        #expect(try rig.pending() == 1)
+        #expect(rig.run(["report"]).status == 0)
+        #expect(try rig.pending() == 0)
+        #expect(calls.value == 3, "200, 503, then 200: two deliveries")
+        #expect(rig.run(["report"]).status == 0)
+        #expect(calls.value == 3, "a delivery done is never sent again")
+    }
+
+    /// A report whose outcomes were recorded (`events.delivered`) but not yet written into the
+    /// queue — cut short after its deliveries — never sends them again: the next run applies
+    /// them before it reads the queue (version 3 re-sent the whole delivered backlog).
+    @Test func deliveriesRecordedByACutShortReportAreNotSentAgain() throws {
+        let rig = try Rig(trackers: 3)
+        defer { rig.remove() }
+        for _ in 0..<5 { #expect(rig.run(["next"]).status == 0) }
+        // Folded first, so that the cut-short report finds an empty journal (the fast path).
+        #expect(rig.run(["prune"]).status == 0)
+        let cut = rig.run(["report", "--parallel", "1"], environment: ["ADCACHE_CRASH_AT": "report.afterLogged#15"])
+        #expect(cut.status == 222 || cut.status == 0, "\(cut.stderr)")
+        let sent = rig.server.log.filter { $0.path.hasPrefix("/imp?") }.count
+        #expect(sent == 15)
+        _ = rig.run(["report"])
+        #expect(rig.server.log.filter { $0.path.hasPrefix("/imp?") }.count == sent, "nothing sent twice")
+        #expect(try rig.pending() == 0)
+    }
+
     /// `report` ended at a named point (twelve times), then killed within its first 100 ms
     /// (twenty times): the queue drains, nothing is lost, and no URL is sent more than twice
     /// — a run re-sends only what was in flight when the last one died, and what an earlier

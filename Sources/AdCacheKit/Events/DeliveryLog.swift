@@ -9,12 +9,16 @@
 struct DeliveryOutcome: Equatable, Sendable {
     var nonces: [String]
     var url: String?
+    /// The tracker's position among its event's trackers: each appearance of a URL is a
+    /// delivery of its own. Nil in a line an older adcache wrote (then the first appearance
+    /// of `url` not yet done).
+    var position: Int?
     /// Delivered; false: refused for good (dropped, counted); nil: only begun (an attempt,
     /// so that the next run sends what it never tried before what it tried).
     var delivered: Bool?
 
-    /// Which delivery it names: the first nonce and the URL.
-    var key: String { "\(nonces.first ?? "") \(url ?? "")" }
+    /// Which delivery it names: the first nonce, the position and the URL.
+    var key: String { "\(nonces.first ?? "") \(position.map(String.init) ?? "-") \(url ?? "")" }
 
     func line() -> [UInt8] {
         var w = JSONWriter(indent: nil, capacity: 128)
@@ -24,15 +28,17 @@ struct DeliveryOutcome: Equatable, Sendable {
             w.key("ok")
             w.bool(delivered)
         }
+        w.field("p", position)
         w.field("u", url)
         w.endObject()
         w.out.append(0x0A)
         return w.out
     }
 
-    init(nonces: [String], url: String?, delivered: Bool?) {
+    init(nonces: [String], url: String?, position: Int? = nil, delivered: Bool?) {
         self.nonces = nonces
         self.url = url
+        self.position = position
         self.delivered = delivered
     }
 
@@ -41,11 +47,16 @@ struct DeliveryOutcome: Equatable, Sendable {
         var s = JSONScanner(line)
         var nonces: [String]?
         var url: String?
+        var position: Int?
         var ok: Bool?
         do {
             try s.object { s, key in
                 switch key {
                 case "n": nonces = try s.strings()
+                case "p":
+                    let p = try s.int()
+                    guard (0...Int64(Int32.max)).contains(p) else { throw s.fail("a position out of range") }
+                    position = Int(p)
                 case "u": url = try s.string()
                 case "ok": ok = try s.bool()
                 default: try s.skip()
@@ -56,7 +67,7 @@ struct DeliveryOutcome: Equatable, Sendable {
             return nil
         }
         guard let nonces, !nonces.isEmpty else { return nil }
-        self.init(nonces: nonces, url: url, delivered: ok)
+        self.init(nonces: nonces, url: url, position: position, delivered: ok)
     }
 }
 
@@ -111,9 +122,16 @@ extension EventLog {
                 guard let i = position[nonce] else { continue }
                 var taken = 0
                 if let url = o.url {
-                    let before = queue[i].trackers.count
-                    queue[i].trackers.removeAll { $0 == url }
-                    taken = before - queue[i].trackers.count > 0 ? 1 : 0
+                    // The appearance it names (an older line: the first of that URL not done).
+                    let e = queue[i]
+                    let p =
+                        o.position.flatMap { e.trackers.indices.contains($0) && e.trackers[$0] == url ? $0 : nil }
+                        ?? (o.position == nil ? e.trackersLeft.first { $0.url == url }?.position : nil)
+                    if let p, !e.done.contains(p) {
+                        queue[i].done.append(p)
+                        queue[i].done.sort()
+                        taken = 1
+                    }
                 } else if queue[i].batch {
                     queue[i].batch = false
                     taken = 1

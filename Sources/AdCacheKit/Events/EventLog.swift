@@ -16,8 +16,13 @@ struct QueuedEvent: Equatable, Sendable {
     var event: String
     var at: Double
     var nonce: String
+    /// Its tracker URLs as the journal gave them: each appearance is a delivery of its own,
+    /// named by its position (SPEC §8 *Every appearance is a delivery*), so a URL named twice
+    /// (a wrapper's pixel and its InLine's) is called twice.
     var trackers: [String]
     var batch: Bool
+    /// The positions in `trackers` delivered (or dropped for good) already.
+    var done: [Int] = []
     /// When it was queued (a fold), on the trusted clock; nil in a queue written before it
     /// was kept. Its age counts from the later of this and `at`: an event dated by a clock
     /// set back (a box that booted in 2000) is not old for that.
@@ -26,8 +31,13 @@ struct QueuedEvent: Equatable, Sendable {
     /// What the age bound counts from.
     var ageFrom: Double { max(at, queuedAt ?? at) }
 
-    /// Deliveries left: one per tracker URL, one for the batch.
-    var pending: Int { trackers.count + (batch ? 1 : 0) }
+    /// Deliveries left: one per tracker not done, one for the batch.
+    var pending: Int { trackers.count - done.count + (batch ? 1 : 0) }
+
+    /// The trackers still to call, with their positions.
+    var trackersLeft: [(position: Int, url: String)] {
+        trackers.enumerated().filter { !done.contains($0.offset) }.map { ($0.offset, $0.element) }
+    }
 }
 
 /// The counts of one ad on one local day.
@@ -180,6 +190,8 @@ struct EventLog: Equatable, Sendable {
                             case "at": e.at = try s.double()
                             case "nonce": e.nonce = try s.string()
                             case "trackers": e.trackers = try s.strings()
+                            case "done":
+                                try s.array { s in e.done.append(Int(clamping: try s.int())) }
                             case "batch": e.batch = try s.bool()
                             case "queued":
                                 let t = try s.double()
@@ -190,6 +202,8 @@ struct EventLog: Equatable, Sendable {
                         guard !e.id.isEmpty, !e.nonce.isEmpty, Time.isSupported(e.at) else {
                             throw s.fail("a queued event without an id, a nonce or a time")
                         }
+                        // Positions that are no tracker's are nothing done; each counts once.
+                        e.done = Array(Set(e.done.filter { e.trackers.indices.contains($0) })).sorted()
                         log.queue.append(e)
                     }
                 case "days":
@@ -266,6 +280,12 @@ struct EventLog: Equatable, Sendable {
             w.field("id", e.id)
             w.field("nonce", e.nonce)
             w.field("queued", e.queuedAt)
+            if !e.done.isEmpty {
+                w.key("done")
+                w.beginArray()
+                for p in e.done { w.int(Int64(p)) }
+                w.endArray()
+            }
             if !e.trackers.isEmpty { w.field("trackers", e.trackers) }
             w.endObject()
         }
@@ -376,6 +396,7 @@ extension CacheStore {
     ) {
         guard exists else { return (EventLog(), CacheIndex()) }
         if journal.size == 0, journal.folding.status() == nil, eventsFile.status() != nil,
+            deliveryLog.file.status() == nil,   // else a report's outcomes are to be applied
             case .success(var log) = try readEvents(eventsFile), let index = try? load(warn: warn),
             !log.fold([], bounds: bounds, now: now(index))
         {

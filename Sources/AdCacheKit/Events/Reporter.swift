@@ -33,7 +33,7 @@ final class Reporter {
 
     /// One delivery: a tracker URL of one event, or a batch of events.
     private enum Delivery {
-        case tracker(nonce: String, url: String)
+        case tracker(nonce: String, url: String, position: Int)
         case batch(nonces: [String])
 
         var count: Int {
@@ -45,7 +45,8 @@ final class Reporter {
 
         func outcome(delivered: Bool?) -> DeliveryOutcome {
             switch self {
-            case .tracker(let nonce, let url): return DeliveryOutcome(nonces: [nonce], url: url, delivered: delivered)
+            case .tracker(let nonce, let url, let position):
+                return DeliveryOutcome(nonces: [nonce], url: url, position: position, delivered: delivered)
             case .batch(let nonces): return DeliveryOutcome(nonces: nonces, url: nil, delivered: delivered)
             }
         }
@@ -78,8 +79,8 @@ final class Reporter {
         var deliveries: [Delivery] = []
         var requests: [TransferRequest] = []
         for e in log.queue {
-            for url in e.trackers where allowed(url) {
-                deliveries.append(.tracker(nonce: e.nonce, url: url))
+            for (position, url) in e.trackersLeft where allowed(url) {
+                deliveries.append(.tracker(nonce: e.nonce, url: url, position: position))
                 requests.append(TransferRequest(url: url, destination: .discard, maxBytes: .max))
             }
         }
@@ -205,7 +206,7 @@ final class Reporter {
 
     private func describe(_ d: Delivery) -> String {
         switch d {
-        case .tracker(_, let url): return "the tracker \(url)"
+        case .tracker(_, let url, _): return "the tracker \(url)"
         case .batch(let nonces): return "a report of \(nonces.count) events"
         }
     }
