@@ -354,6 +354,11 @@ ext = '<Extension type="x"><Note>a plain element with some text</Note></Extensio
 plain = ('<VAST version="4.0"><Ad id="x"><InLine><AdSystem>t</AdSystem><AdTitle>t</AdTitle><Extensions>'
          + ext * (size // len(ext)) + '</Extensions></InLine></Ad></VAST>')
 open(d + "/plain.xml", "w").write(plain)
+# The worst shape admitted: elements of 256 attributes each, to the same size (parsed).
+el = '<Extension type="x" ' + " ".join('a%d="v"' % i for i in range(255)) + '/>'
+open(d + "/admitted.xml", "w").write(
+    '<VAST version="4.0"><Ad id="x"><InLine><AdSystem>t</AdSystem><AdTitle>t</AdTitle><Extensions>'
+    + el * (size // len(el)) + '</Extensions></InLine></Ad></VAST>')
 PY
 (cd "$W/fan" && exec python3 -m http.server "$FANPORT" --bind 127.0.0.1 2>"$W/fan/server.log" >/dev/null) & PIDS+=($!)
 waitport "$FANPORT"
@@ -363,8 +368,12 @@ docs=$(grep -c '\.xml HTTP' "$W/fan/server.log" || true)
 row "VAST 5x5x5 wrapper fan-out: document requests (version 3: 3,907)" "$docs" "6" "—" "1 + 5 distinct" "$( [ "$docs" -le 6 ] && echo yes || echo NO)"
 hyperfine -N -i -w 2 -r 15 --export-json "$W/fa.json" "$BS --cache-dir $W/fan/ca fetch -q --no-progress $W/fan/attrs.xml" >/dev/null 2>&1
 hyperfine -N -i -w 2 -r 15 --export-json "$W/fp.json" "$BS --cache-dir $W/fan/cp fetch -q --no-progress $W/fan/plain.xml" >/dev/null 2>&1
-fa=$(median "$W/fa.json"); fp=$(median "$W/fp.json")
-row "1 MB VAST document of 100,000 attributes vs a plain 1 MB document" "$(ms "$fa")" "$(ms "$fp")" "$(ratio "$fa" "$fp")" "≤ 2" "$(met "$(ratio "$fa" "$fp")" 2)"
+hyperfine -N -i -w 2 -r 15 --export-json "$W/fw.json" "$BS --cache-dir $W/fan/cw fetch -q --no-progress $W/fan/admitted.xml" >/dev/null 2>&1
+fa=$(median "$W/fa.json"); fp=$(median "$W/fp.json"); fw=$(median "$W/fw.json")
+row "1 MB VAST document of 100,000 attributes (refused by the pre-scan) vs a plain 1 MB document" "$(ms "$fa")" "$(ms "$fp")" "$(ratio "$fa" "$fp")" "≤ 2" "$(met "$(ratio "$fa" "$fp")" 2)"
+# Not a target: every attribute is a node to build, and attributes pack more nodes into a
+# megabyte than elements with text do; 16 attributes an element cost about as much (linear).
+row "  1 MB of elements of 256 attributes each (the worst shape admitted, parsed) vs the plain one" "$(ms "$fw")" "$(ms "$fp")" "$(ratio "$fw" "$fp")" "—" ""
 
 echo "== SPEC v3 §12: 20 devices fetching one feed of 8 assets, through a loopback Squid vs not" >&2
 mkdir -p "$W/fleet/www" "$W/fleet/sq"; chmod 777 "$W/fleet/sq"

@@ -157,3 +157,19 @@ import Testing
         #expect(remote.ads.isEmpty)
     }
 }
+
+/// SPEC §2 v4: a URL libcurl would refuse as malformed breaks the rule of `url`; one it
+/// accepts — an IDN, in either spelling; an IPv6 address, with a zone — does not.
+@Suite struct URLCheckTests {
+    @Test(arguments: [
+        ("http://example.com/a.jpg", true), ("https://a_b.example:8443/x", true), ("http://127.0.0.1:65535/x", true),
+        ("http://bücher.example/x.jpg", true), ("http://b%C3%BCcher.example/x.jpg", true),
+        ("http://[::1]:8080/x", true),
+        ("http://[fe80::1%25eth0]/x", true), ("http://127.0.0.1:99999/x", false), ("http://127.0.0.1:0/x", false),
+        ("http://exa%20mple.com/x", false), ("http://exa%3Cmple.com/x", false), ("ftp://example.com/x", false),
+        ("http:///x", false),
+    ])
+    func aURLLibcurlWouldRefuseIsNoWebURL(_ url: String, _ accepted: Bool) {
+        #expect(FeedParser.isWebURL(url) == accepted, "\(url)")
+    }
+}

@@ -123,6 +123,12 @@ struct SignedFeedTests {
 
         func fetch() -> Run { run(["fetch", "--no-progress", feedURL]) }
 
+        /// Serves `feed` with its signature by `publisher`.
+        func serve(_ feed: [UInt8], signedBy publisher: Publisher) throws {
+            served.feed = feed
+            served.signature = try publisher.sign(feed)
+        }
+
         /// The cache's regular files, by path, with their bytes.
         func snapshot() throws -> [String: [UInt8]] {
             var out: [String: [UInt8]] = [:]
@@ -258,10 +264,7 @@ struct SignedFeedTests {
         let keys = TempDir(); defer { keys.remove() }
         let publisher = try Publisher("publisher", in: keys)
         let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
-        func serve(_ feed: [UInt8]) throws {
-            fleet.served.feed = feed
-            fleet.served.signature = try publisher.sign(feed)
-        }
+        func serve(_ feed: [UInt8]) throws { try fleet.serve(feed, signedBy: publisher) }
         let five = Self.feed(serial: 5)
         try serve(five)
         #expect(fleet.fetch().status == 0)
@@ -306,10 +309,7 @@ struct SignedFeedTests {
         let publisher = try Publisher("publisher", in: keys)
         let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
         let tracking = #","tracking":{"impression":["\#(fleet.server.url("/imp"))"]}"#
-        func serve(_ feed: [UInt8]) throws {
-            fleet.served.feed = feed
-            fleet.served.signature = try publisher.sign(feed)
-        }
+        func serve(_ feed: [UInt8]) throws { try fleet.serve(feed, signedBy: publisher) }
         let old = Self.feed(serial: 4, validUntil: Date().timeIntervalSince1970 + 3 * 365 * 86400, extra: tracking)
         try serve(Self.feed(serial: 5, extra: tracking))
         #expect(fleet.fetch().status == 0)
@@ -373,10 +373,7 @@ struct SignedFeedTests {
         let keys = TempDir(); defer { keys.remove() }
         let publisher = try Publisher("publisher", in: keys)
         let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
-        func serve(_ feed: [UInt8]) throws {
-            fleet.served.feed = feed
-            fleet.served.signature = try publisher.sign(feed)
-        }
+        func serve(_ feed: [UInt8]) throws { try fleet.serve(feed, signedBy: publisher) }
         try serve(Self.feed(serial: 6))
         #expect(fleet.fetch().status == 0)
         try Data("{ not json".utf8).write(to: URL(fileURLWithPath: fleet.s.cache + "/index.json"))
@@ -388,6 +385,26 @@ struct SignedFeedTests {
         #expect(r.stderr.contains("lower than the last accepted, 6"), "\(r.stderr)")
         try serve(Self.feed(serial: 7))
         #expect(fleet.fetch().status == 0)
+    }
+
+    /// An index recovered from its previous generation (`index.json.old`, serial 5) does not
+    /// let the feed of serial 5 back in once serial 6 was accepted: the serial kept apart
+    /// knows better.
+    @Test func aRecoveredOlderIndexDoesNotReopenARollback() throws {
+        let keys = TempDir(); defer { keys.remove() }
+        let publisher = try Publisher("publisher", in: keys)
+        let fleet = try Fleet(keys: [publisher]); defer { fleet.stop() }
+        func serve(_ feed: [UInt8]) throws { try fleet.serve(feed, signedBy: publisher) }
+        let five = Self.feed(serial: 5)
+        try serve(five)
+        #expect(fleet.fetch().status == 0)
+        try serve(Self.feed(serial: 6, extra: #","priority":2"#))
+        #expect(fleet.fetch().status == 0)
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: fleet.s.cache + "/index.json"))
+        try serve(five)
+        let r = fleet.fetch()
+        #expect(r.status == 65, "\(r.stderr)")
+        #expect(r.stderr.contains("rollback"), "\(r.stderr)")
     }
 
     /// Freeze: a feed whose validUntil has passed is refused, by the device clock and by the

@@ -125,10 +125,17 @@ struct FeedParser: Sendable {
     /// libcurl refuses as malformed is an ad's broken rule, not a failure on every run.
     static func hasUsableHost(_ u: URL) -> Bool {
         if let port = u.port, !(1...65535).contains(port) { return false }
-        guard let host = u.host(percentEncoded: true), !host.isEmpty, host.utf8.count <= 253 else { return false }
+        // Decoded: an IDN may come percent-encoded (`b%C3%BCcher.de`), as libcurl reads it.
+        guard let host = u.host(percentEncoded: false), !host.isEmpty, host.utf8.count <= 253 else { return false }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? host.dropFirst().dropLast() : Substring(host)
-        if bare.contains(":") {   // an IPv6 address
-            return bare.utf8.allSatisfy { isHexDigit($0) || $0 == 0x3A || $0 == 0x2E }
+        if bare.contains(":") {   // an IPv6 address, with its zone after a `%` (`fe80::1%eth0`)
+            let zone = bare.firstIndex(of: "%")
+            let address = bare[..<(zone ?? bare.endIndex)]
+            let zoneName = zone.map { bare[bare.index(after: $0)...] } ?? ""
+            return address.utf8.allSatisfy { isHexDigit($0) || $0 == 0x3A || $0 == 0x2E }
+                && zoneName.unicodeScalars.allSatisfy {
+                    $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))
+                }
         }
         return host.unicodeScalars.allSatisfy { c in
             !c.isASCII || ("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)

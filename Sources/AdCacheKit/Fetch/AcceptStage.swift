@@ -64,7 +64,8 @@ struct FetchClock {
 extension Fetcher {
     enum Acceptance {
         case accepted(AcceptedFeed)
-        /// The error, and the feed's warnings (printed with `-v` only: the error says it all).
+        /// The error, and the feed's warnings (printed on every run that refuses it: nothing
+        /// records that they were seen).
         case refused(AdCacheError, warnings: [Diagnostic])
     }
 
@@ -104,7 +105,13 @@ extension Fetcher {
             var feed = try judge.parseStage(download.body ?? kept, download: download, request, before: before)
             warnings = feed.warnings
             let signed = try verified.map { try judge.signedRules(feed, $0, digest: digest, before: before) }
+            if signed != nil { judge.signedTags(&feed) }
             let documents = judge.vastStage(&feed, request, signedRoot: signed != nil, before: before)
+            if options.isCancelled?() == true, feed.hasVAST {
+                // Cut short while its documents were read: what was not read would withdraw
+                // their ads. Nothing changes (the signal's exit status wins, SPEC §5).
+                throw AdCacheError.tryAgainLater("interrupted while reading the feed's VAST documents; nothing changed")
+            }
             if signed != nil, download.body != nil || kept != nil { judge.signedAds(&feed) }
             warnings = feed.warnings
             try Self.requireUsableAd(feed, request.feedText)

@@ -137,7 +137,13 @@ extension Fetcher {
             }
         }
         let stored = signing ? storedSignedFeed(before, previous: request.previous) : nil
-        let previous = signing && stored == nil ? nil : request.previous
+        // Ads from VAST documents, and the feed's bytes that lead to them not at hand (a cache
+        // an older adcache wrote, `feed.vast` lost): asked whole once, so that a 304 never
+        // freezes what the feed wraps (SPEC §10 *Wrapped documents stay fresh*).
+        let wrapsLost =
+            before.ads.contains { $0.vast != nil && $0.state != .withdrawn }
+            && keptVASTFeed(digest: request.previous?.sha256) == nil
+        let previous = (signing && stored == nil) || wrapsLost ? nil : request.previous
         var download: FeedDownload
         if !options.revalidate, let previous, let fresh = previous.freshUntil, now() < fresh, !before.ads.isEmpty {
             // Still fresh (RFC 9111): not asked at all; the ads we have are refreshed as after a 304.

@@ -114,7 +114,8 @@ struct Fetcher {
         let accepted: AcceptedFeed
         switch onCache.acceptanceStage(answer, request, before: before) {
         case .refused(let error, let warnings):
-            for w in warnings where options.warnAlways { warn(w) }
+            // A feed refused whole records nothing, so it warns on every run (SPEC §2).
+            for w in warnings { warn(w) }
             onCache.report()
             throw error
         case .accepted(let a):
@@ -172,8 +173,10 @@ struct Fetcher {
             let (moved, errors) = Self.nextRenditions(&feed.ads, results)
             renditionErrors += errors
             if !moved.isEmpty {
+                // The failure moved on from is no result of the next rendition's.
+                for id in moved { results[id] = nil }
                 var next = feed.ads.filter { moved.contains($0.id) }
-                let (jobs, planned) = try planAssets(&next, cached: before, past: past)
+                let (jobs, planned) = try planAssets(&next, cached: before, past: past, fromRecords: false)
                 results.merge(planned) { _, new in new }
                 waiting += jobs
             }

@@ -35,9 +35,12 @@ extension Fetcher {
         }
         let root: VASTDocument
         do {
-            root = try VASTDocument.read(bytes)
+            root = try VASTDocument.read(bytes, deadline: options.transfer.deadline)
         } catch {
             if error.libraryMissing { throw AdCacheError.libraryMissing(error.reason) }
+            if error.transient {   // the deadline: not the feed's fault; nothing changed
+                throw AdCacheError.tryAgainLater("the feed \(feedText) was not read before the deadline")
+            }
             throw invalid(error.reason)
         }
         var feed = Feed(ads: [], warnings: [], reportUrl: nil)

@@ -75,11 +75,14 @@ extension Fetcher {
         "\(ad.url)|\(ad.sha256 ?? "")|\(ad.type?.rawValue ?? "")|\(options.maxAssetSize)"
     }
 
-    /// `ads`: a VAST ad whose record shows a later rendition (SPEC §10 *The next rendition*)
-    /// starts from it, unless `--revalidate`: the ones before it failed for good.
-    func planAssets(_ ads: inout [FeedAd], cached index: CacheIndex, past: PastShows) throws -> (
-        jobs: [Job], results: [String: AssetResult]
-    ) {
+    /// `ads`: with `fromRecords`, a VAST ad whose record holds a later rendition (SPEC §10
+    /// *The next rendition*) starts from it, unless `--revalidate`: the ones before it failed
+    /// for good — a ready one, or one that failed too and whose back-off still waits (after
+    /// it, the run starts over from the first). A re-plan of the next rendition starts where
+    /// it was moved to.
+    func planAssets(_ ads: inout [FeedAd], cached index: CacheIndex, past: PastShows, fromRecords: Bool = true)
+        throws -> (jobs: [Job], results: [String: AssetResult])
+    {
         var results: [String: AssetResult] = [:]
         var jobs: [Job] = []
         var jobByURL: [String: Int] = [:]
@@ -104,8 +107,10 @@ extension Fetcher {
         let today = Time.localDay(t)
         let past = ads.contains { byID[$0.id] == nil } ? past.counts(today: today, self) : [:]
         for i in ads.indices {
-            if !options.revalidate, let known = byID[ads[i].id], known.state != .pending, store.fileUnchanged(known) {
-                ads[i].startRendition(at: known.url)
+            if fromRecords, !options.revalidate, let known = byID[ads[i].id] {
+                let ready = known.state != .pending && known.state != .failed && store.fileUnchanged(known)
+                let waiting = known.state == .failed && known.retryAt.map { t < $0 } == true
+                if ready || waiting { ads[i].startRendition(at: known.url) }
             }
             let ad = ads[i]
             // What the commit will record for this ad: if it can never be shown, no download.

@@ -52,6 +52,21 @@ extension Fetcher {
         var transientFailures = 0
         /// The documents read this run, kept for the next run's conditional requests.
         var documents: [String: VASTDocumentCopy] = [:]
+        /// The chains followed (a wrapper's document to read for one chain), each once: a
+        /// chain the same as one followed already (the same document, wrappers and tag)
+        /// would give the same ads again.
+        var chains: Set<ChainKey> = []
+        /// Chains not followed: past the run's budget, or past the deadline.
+        var overBudget = 0
+        var pastDeadline = 0
+    }
+
+    /// What makes two chains the same: the document, the wrappers on the way, the tag.
+    struct ChainKey: Hashable {
+        var url: String
+        var chain: [VASTWrapper]
+        var tag: Int?
+        var takeAll: Bool
     }
 
     static let maxWrappers = 5
@@ -59,6 +74,11 @@ extension Fetcher {
     static let maxDocuments = 64
     /// Ads taken at most from one wrapped document (a root document is bounded by its size).
     static let maxAdsPerDocument = 100
+    /// Chains a run follows at most: as many ads as 64 documents of 100 can give. Wrappers
+    /// that fan out (each document naming the next many times over, each with trackers of
+    /// its own) would otherwise multiply the work by their count at every level, whatever
+    /// the number of requests.
+    static let maxChains = maxDocuments * maxAdsPerDocument
 
     /// The feed's VAST ads resolved and put in place (SPEC §10); returns the documents read,
     /// for the next run.
@@ -100,6 +120,11 @@ extension Fetcher {
             }
             for (url, answer) in readVASTDocuments(wanted, kept: kept, &result) { read[url] = answer }
             for task in batch {
+                // The deadline bounds the chains as it bounds the transfers and the parse.
+                if let deadline = options.transfer.deadline, monotonicNow() >= deadline {
+                    result.pastDeadline += 1
+                    continue
+                }
                 guard let answer = read[task.url] else {
                     fail(task, .wrapperLimit, "more than \(Self.maxDocuments) wrapped documents in one run", &result)
                     continue
@@ -111,6 +136,21 @@ extension Fetcher {
                     fail(task, failure.code, failure.reason, &result)
                 }
             }
+        }
+        // One warning each for what was not followed, not one a chain (there may be many).
+        if result.overBudget > 0 {
+            result.warnings.append(
+                Diagnostic(
+                    .feed,
+                    "VAST: \(result.overBudget) wrapper chains past the run's \(Self.maxChains) were not followed (error 302)"
+                ))
+        }
+        if result.pastDeadline > 0 {
+            result.transientFailures += 1
+            result.warnings.append(
+                Diagnostic(
+                    .feed,
+                    "VAST: \(result.pastDeadline) wrapper chains were not resolved before the deadline (error 301)"))
         }
         return result
     }
@@ -251,6 +291,13 @@ extension Fetcher {
                 } else {
                     var n = next
                     n.seen.insert(uri)
+                    let key = ChainKey(url: uri, chain: chain, tag: task.tag, takeAll: n.takeAll)
+                    guard !result.chains.contains(key) else { continue }   // the same ads again
+                    guard result.chains.count < Self.maxChains else {
+                        result.overBudget += 1
+                        continue
+                    }
+                    result.chains.insert(key)
                     pending.append(n)
                 }
             }
@@ -303,13 +350,26 @@ extension Fetcher {
         ads += feed.ads[min(position, feed.ads.count)...]
         ads += rootAds
         var seen = Set<String>()
+        var repeated: [String] = []
         feed.ads = ads.filter { ad in
             guard seen.insert(ad.id).inserted else {
-                feed.warnings.append(
-                    Diagnostic(.feed, ad: ad.id, "skipping ad '\(ad.id)': its id is used by an earlier ad in the feed"))
+                repeated.append(ad.id)
                 return false
             }
             return true
+        }
+        // One warning an ad, but one in all past a few (chains of wrappers may bring the same
+        // ad back thousands of times).
+        for id in repeated.prefix(repeated.count > 5 ? 0 : 5) {
+            feed.warnings.append(
+                Diagnostic(.feed, ad: id, "skipping ad '\(id)': its id is used by an earlier ad in the feed"))
+        }
+        if repeated.count > 5 {
+            feed.warnings.append(
+                Diagnostic(
+                    .feed,
+                    "skipping \(repeated.count) ads whose ids are used by earlier ads in the feed (first: '\(repeated[0])')"
+                ))
         }
         feed.warnings += result.warnings
         feed.vastErrors = result.errors

@@ -117,8 +117,16 @@ extension Fetcher {
     {
         let digest = try digest ?? SHA256Hasher.hex(bytes: verified.feed)
         var signed: SignedFeed
+        let kept = store.keptSignedSerial()
         if let last = before.signed, last.sha256 == digest {
-            // The bytes last accepted (a 304, or the same feed again): the serial stands.
+            // The bytes last accepted (a 304, or the same feed again): the serial stands —
+            // unless a newer one was accepted since (an index recovered from an older
+            // generation: the copy kept apart knows better).
+            if let kept, kept.serial > last.serial {
+                throw AdCacheError.feedInvalid(
+                    "signed feed refused: rollback: its serial \(last.serial) is lower than the last accepted, \(kept.serial)"
+                )
+            }
             signed = last
         } else {
             guard let serial = feed.serial else {
@@ -130,7 +138,6 @@ extension Fetcher {
             }
             // The last accepted serial: the index's, or the copy kept apart (an index lost or
             // cleared keeps it, SPEC §11).
-            let kept = store.keptSignedSerial()
             let lasts = [before.signed.map { ($0.serial, $0.sha256) }, kept].compactMap { $0 }
             for (lastSerial, lastDigest) in lasts {
                 if serial < lastSerial {
@@ -155,6 +162,19 @@ extension Fetcher {
             )
         }
         return signed
+    }
+
+    /// A signed JSON feed's `"vast"` tags need their `sha256` (SPEC §11): one without is
+    /// skipped with a warning before its document is fetched (a third party's document, not
+    /// signed: nothing of it is read, and no error of it queued).
+    func signedTags(_ feed: inout Feed) {
+        feed.vastTags.removeAll { tag in
+            guard tag.template.sha256 == nil else { return false }
+            let name = tag.idPrefix.map { "ad '\($0)'" } ?? "the VAST tag \(tag.url)"
+            feed.warnings.append(
+                Diagnostic(.feed, ad: tag.idPrefix, "skipping \(name): a signed feed's ad needs \"sha256\""))
+            return true
+        }
     }
 
     /// A signed JSON feed's ads, and its `"vast"` tags, need their `sha256` (the signature then

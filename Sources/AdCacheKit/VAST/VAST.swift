@@ -39,7 +39,7 @@ enum VASTCode: Int, Sendable {
 
 /// The trackers of an `InLine` or a `Wrapper`: a wrapped ad takes every wrapper's as well as
 /// its own.
-struct VASTTrackers: Sendable, Equatable {
+struct VASTTrackers: Sendable, Hashable {
     var impression: [String] = []
     var error: [String] = []
     /// `start` (with `creativeView`), the quartiles, `complete`, `skip`, `notUsed`.
@@ -72,7 +72,7 @@ enum VASTEntry: Sendable {
     case wrapper(VASTWrapper)
 }
 
-struct VASTWrapper: Sendable {
+struct VASTWrapper: Sendable, Hashable {
     var id: String?
     /// `VASTAdTagURI`, nil when absent or not http/https.
     var tagURI: String?
