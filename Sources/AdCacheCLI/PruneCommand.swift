@@ -29,7 +29,8 @@ enum PruneCommand: Command {
         for r in report.removed {
             let what = r.id.map { "ad '\($0)'" } ?? (r.file ?? "")
             let file = r.id != nil && r.file != nil ? ", \(r.file!)" : ""
-            console.out(Console.visible("\(verb) \(what) (\(r.reason)\(file), \(ByteSize.human(r.bytes)))"))
+            let held = r.heldFile.map { ", its file \($0) kept 10 minutes: a launch may have shown it" } ?? ""
+            console.out(Console.visible("\(verb) \(what) (\(r.reason)\(file)\(held), \(ByteSize.human(r.bytes)))"))
         }
         let total = "\(ByteSize.human(report.bytesFreed)) (\(report.bytesFreed) bytes)"
         console.out(options.dryRun ? "would free \(total)" : "freed \(total)")

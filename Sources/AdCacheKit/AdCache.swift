@@ -769,6 +769,17 @@ public struct PruneReport: Sendable {
         public var reason: String
         public var file: String?
         public var bytes: Int64
+        /// The file its record named, kept for the grace (SPEC §6: a launch may have printed
+        /// it in the last 10 minutes); a later `prune` deletes it.
+        public var heldFile: String?
+
+        init(id: String?, reason: String, file: String?, bytes: Int64, heldFile: String? = nil) {
+            self.id = id
+            self.reason = reason
+            self.file = file
+            self.bytes = bytes
+            self.heldFile = heldFile
+        }
     }
 
     public var removed: [Removed] = []

@@ -22,6 +22,12 @@ import Testing
         try f.cache(at: now).prune(PruneOptions(maxSize: maxSize, dryRun: dryRun))
     }
 
+    /// Every file in `assets/` dated `seconds` back: past the grace (SPEC §6) for what the
+    /// index no longer names.
+    static func ageAssets(_ f: CacheFixture, by seconds: Int = 3600) {
+        for name in Disk.list(f.store.assetsDirectory) { age(f.store.assetPath(name), by: seconds) }
+    }
+
     @Test func removesExpiredWithdrawnAndOrphansKeepsExhaustedRecord() throws {
         let f = try CacheFixture(); defer { f.remove() }
         let expired = f.ready("expired") { $0.expires = now - 1 }
@@ -47,12 +53,43 @@ import Testing
 
         let report = try prune(f)
         #expect(Set(report.removed.map(\.reason)) == ["expired", "withdrawn", "exhausted", "orphan", "partial"])
-        #expect(report.bytesFreed == 100 * 3 + 50 + 3)
+        // The files of the records that went stay 10 minutes: a launch may have printed them
+        // just before (the expiry, the last show, the withdrawal) (SPEC §6 v4).
+        #expect(report.bytesFreed == 50 + 3)
+        #expect(
+            Set(report.removed.compactMap(\.heldFile)) == [expired.file!, withdrawn.file!, exhausted.file!],
+            "\(report.removed)")
         let ids = try f.index().ads.map(\.id)
         #expect(ids == ["exhausted", "keep"])
         #expect(try f.index().ads[0].file == nil && f.index().ads[0].shows == 2)
-        #expect(Set(Disk.list(f.store.assetsDirectory)) == [keep.file!, "notes.txt", recent])
+        #expect(
+            Set(Disk.list(f.store.assetsDirectory))
+                == [keep.file!, "notes.txt", recent, expired.file!, withdrawn.file!, exhausted.file!])
         #expect(Disk.list(f.store.partialDirectory) == [resumable], "a new version of a kept ad's asset stays")
+        // Past the grace, the next prune deletes them (no record names them now).
+        Self.ageAssets(f)
+        let later = try prune(f)
+        #expect(later.bytesFreed == 100 * 3 + 50, "\(later.removed)")
+        #expect(Set(Disk.list(f.store.assetsDirectory)) == [keep.file!, "notes.txt"])
+    }
+
+    /// A file whose ad expired, was used up or withdrawn more than 10 minutes ago is deleted
+    /// at once; one a launch may have printed in the last 10 minutes stays, however the index
+    /// stopped naming it.
+    @Test func theGraceCountsFromWhenALaunchMayHaveShownIt() throws {
+        let f = try CacheFixture(); defer { f.remove() }
+        let expiredLongAgo = f.ready("old") { $0.expires = now - 3600 }
+        let usedUpLongAgo = f.ready("used") {
+            $0.maxShows = 1; $0.shows = 1; $0.lastShown = now - 3600
+        }
+        let usedUpJustNow = f.ready("just") {
+            $0.maxShows = 1; $0.shows = 1; $0.lastShown = now - 60
+        }
+        try f.save([expiredLongAgo, usedUpLongAgo, usedUpJustNow])
+        let report = try prune(f)
+        #expect(Set(report.removed.compactMap(\.file)) == [expiredLongAgo.file!, usedUpLongAgo.file!])
+        #expect(report.removed.compactMap(\.heldFile) == [usedUpJustNow.file!])
+        #expect(Disk.list(f.store.assetsDirectory) == [usedUpJustNow.file!])
     }
 
     @Test func sharedFileStaysWhileAnAdUsesIt() throws {
@@ -87,7 +124,10 @@ import Testing
         ])
         let report = try prune(f, maxSize: 2000)
         #expect(report.removed.map(\.id) == ["p1-soon", "p1-late", "p5-old"])
-        #expect(report.bytesKept == 2000)
+        #expect(report.removed.allSatisfy { $0.heldFile != nil }, "an evicted file stays for the grace")
+        #expect(report.bytesKept == 5000)
+        Self.ageAssets(f)
+        #expect(try prune(f, maxSize: 2000).bytesKept == 2000)
         let index = try f.index()
         #expect(index.ads.filter { $0.file != nil }.map(\.id) == ["p9", "p5-recent"])
         // Evicted ads keep their records (and shows), waiting for the next fetch.
@@ -113,6 +153,8 @@ import Testing
         let index = try f.index()
         #expect(index.ads.first { $0.id == "top" }?.state == .ready)
         #expect(index.ads.first { $0.id == "low" }?.state == .ready)
+        Self.ageAssets(f)
+        _ = try prune(f, maxSize: 100)
         #expect(Disk.list(f.store.assetsDirectory) == [top.file!])
         #expect(try f.cache(at: now).shown()?.id == "top")
     }

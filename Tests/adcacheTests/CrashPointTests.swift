@@ -27,8 +27,8 @@ import Testing
                     return .text(
                         200,
                         """
-                        {"ads":[{"id":"a","url":"a\(v).jpg","weight":2,"tracking":{"impression":["/imp?a=[ADID]&n=[CACHEBUSTING]"]}},
-                        {"id":"b","url":"b\(v).png","weight":1}],"reportUrl":"/pop"}
+                        {"ads":[{"id":"a","url":"a\(v).jpg","weight":2,"tracking":{"impression":["/imp?a=[ADID]&n=[CACHEBUSTING]"]}}
+                        \(state.withdrawB ? "" : #",{"id":"b","url":"b\#(v).png","weight":1}"#)],"reportUrl":"/pop"}
                         """)
                 case "/imp", "/pop": return .text(204, "")
                 default:
@@ -46,9 +46,15 @@ import Testing
         final class Shared: @unchecked Sendable {
             private let lock = NSLock()
             private var v = 1
+            private var w = false
             var version: Int {
                 get { lock.lock(); defer { lock.unlock() }; return v }
                 set { lock.lock(); v = newValue; lock.unlock() }
+            }
+            /// The feed no longer lists `b`.
+            var withdrawB: Bool {
+                get { lock.lock(); defer { lock.unlock() }; return w }
+                set { lock.lock(); w = newValue; lock.unlock() }
             }
         }
 
@@ -152,6 +158,14 @@ import Testing
     func aPruneCutShortNeverLeavesAReadyAdWithoutItsFile(point: String) throws {
         let rig = try Rig()
         defer { rig.remove() }
+        // `b` withdrawn more than 10 minutes ago: its file is deleted after the commit.
+        rig.state.withdrawB = true
+        #expect(rig.run(["fetch"]).status == 0)
+        for name in Disk.list(rig.cache + "/assets") {
+            let t = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 3600, tv_nsec: 0)
+            var times = [t, t]
+            utimensat(AT_FDCWD, rig.cache + "/assets/" + name, &times, 0)
+        }
         let crashed = rig.run(["prune", "--max-size", "4000"], crashAt: point)
         #expect(crashed.status == 222, "\(point) reached: \(crashed.stderr)")
         #expect(try rig.everyReadyFileIsThere(), "\(point): \(rig.run(["list"]).stdout)")

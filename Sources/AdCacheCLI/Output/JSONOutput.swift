@@ -139,6 +139,7 @@ extension PruneReport {
                     removed.map { r in
                         .object([
                             ("id", .string(r.id)), ("reason", .string(r.reason)), ("file", .string(r.file)),
+                            ("heldFile", .string(r.heldFile)),
                             ("bytes", .int(r.bytes)),
                         ])
                     })

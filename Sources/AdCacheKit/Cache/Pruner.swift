@@ -4,6 +4,12 @@
     import Foundation
 #endif
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// `adcache prune`: delete what can no longer be shown, then evict to a size budget.
 ///
 /// The order keeps the cache truthful through a crash at any instant: the new index is
@@ -116,15 +122,34 @@ final class Pruner {
         }
         var removed = Set<String>()
         var evicted: [AdRecord] = []
-        func remove(_ name: String, id: String?, reason: String) {
+        // A file a launch may have printed stays at least 10 minutes after the index stopped
+        // naming it (SPEC §6), whatever the reason; sooner only on a file system under 5% free.
+        let spaceLow = store.spaceIsLow
+        let realNow = Date().timeIntervalSince1970
+        /// Deleted now, or `held`: its record goes, the file stays dated now, an orphan the
+        /// sweep deletes once the grace has passed.
+        func remove(_ name: String, id: String?, reason: String, unnamedSince: Double?, clock: Double) {
             removed.insert(name)
-            report.removed.append(
-                .init(id: id, reason: reason, file: name, bytes: store.asset(name).size ?? 0))
+            let bytes = store.asset(name).size ?? 0
+            if spaceLow || unnamedSince.map({ clock - $0 >= Self.supersededGrace }) == true {
+                report.removed.append(.init(id: id, reason: reason, file: name, bytes: bytes))
+            } else {
+                report.removed.append(.init(id: id, reason: reason, file: nil, bytes: 0, heldFile: name))
+                if !options.dryRun { _ = store.asset(name).touch() }
+            }
         }
         let stillUsed = Set(kept.compactMap(\.file))
         for (r, reason) in dropped {
             if let f = r.file, AssetName.isValid(f), !stillUsed.contains(f), !removed.contains(f) {
-                remove(f, id: r.id, reason: reason)
+                // Since when no launch can have printed it: its expiry, its last show, or
+                // (withdrawn) the commit that withdrew it, which dated the file.
+                switch reason {
+                case "expired": remove(f, id: r.id, reason: reason, unnamedSince: r.expires, clock: t)
+                case "exhausted": remove(f, id: r.id, reason: reason, unnamedSince: r.lastShown, clock: t)
+                default:
+                    let mtime = store.asset(f).stamp.map { Double($0.mtime) / 1e9 }
+                    remove(f, id: r.id, reason: reason, unnamedSince: mtime, clock: realNow)
+                }
             } else {
                 report.removed.append(.init(id: r.id, reason: reason, file: nil, bytes: 0))
             }
@@ -144,7 +169,7 @@ final class Pruner {
                 .reduce(Int64(0)) { $0 + (store.asset($1).size ?? 0) }
             for (name, ad) in best.sorted(by: { Self.keepsBefore($1.value, $0.value) }) where total > budget {
                 let bytes = store.asset(name).size ?? 0
-                remove(name, id: ad.id, reason: "evicted")
+                remove(name, id: ad.id, reason: "evicted", unnamedSince: nil, clock: t)
                 total -= bytes
             }
             for i in kept.indices {
@@ -158,7 +183,8 @@ final class Pruner {
             }
         }
         index.ads = kept
-        return (removed.map(store.asset), removed, evicted)
+        let deleted = Set(report.removed.compactMap(\.file))
+        return (removed.filter(deleted.contains).map(store.asset), removed, evicted)
     }
 
     /// The eviction order, reversed: true when `a` is kept in preference to `b` (higher
@@ -231,5 +257,15 @@ final class Pruner {
             report.removed.append(.init(id: nil, reason: "temporary", file: name, bytes: file.size ?? 0))
             return file
         }
+    }
+}
+
+extension CacheStore {
+    /// The file system that holds the cache has less than 5% of its space free: `prune` then
+    /// deletes at once what the grace would keep (SPEC §6).
+    var spaceIsLow: Bool {
+        var fs = statvfs()
+        guard statvfs(directory, &fs) == 0, fs.f_blocks > 0 else { return false }
+        return Double(fs.f_bavail) < 0.05 * Double(fs.f_blocks)
     }
 }

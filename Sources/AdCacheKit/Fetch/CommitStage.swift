@@ -29,9 +29,8 @@ extension Fetcher {
         store.lockTimeout = max(launchWait, wait)
         defer { store.lockTimeout = launchWait }
         var leftovers: [CacheFile] = []
-        let orphans: [String]
         do {
-            orphans = try merge(
+            _ = try merge(
                 feed, results: results, feedState: feedState, signed: signed, received: received, past: past,
                 sweep: sweep
             ) {
@@ -53,9 +52,6 @@ extension Fetcher {
         store.uncommittedFile.remove()
         for file in leftovers { file.remove() }
         CrashPoint.reach("fetch.afterCommit")
-        // A superseded file may be what a launch just printed (SPEC §6): it stays, dated now,
-        // for `prune` to delete once the grace has passed.
-        for name in orphans where AssetName.isValid(name) { store.asset(name).touch() }
     }
 
     /// The commit's read-modify-write of the index (under the index lock); returns the files
@@ -81,6 +77,13 @@ extension Fetcher {
             for var gone in index.ads where byID[gone.id] != nil {
                 gone.state = .withdrawn
                 merged.append(gone)
+            }
+            // A file this commit stops naming, or whose ad it withdraws, may be what a launch
+            // just printed (SPEC §6): dated now, before the commit (a crash after it must not
+            // leave it old), for `prune` to delete once the grace has passed.
+            let shown = { (ads: [AdRecord]) in Set(ads.filter { $0.state != .withdrawn }.compactMap(\.file)) }
+            for name in shown(index.ads).subtracting(shown(merged)) where AssetName.isValid(name) {
+                _ = store.asset(name).touch()
             }
             index.ads = merged
             index.feed = feedState
