@@ -8,11 +8,18 @@
 -- key (`s`, or ESC) ends the ad with `skip` — a VAST video only after its skipOffset.
 -- Each event is reported once, by `adcache event EVENT ID` (ADCACHE_AD_ID), never from
 -- mpv's own thread: a subprocess, as mpv runs it.
+--
+-- Render mode (adcache(1), "An impression is a render"): the show `adcache next --render`
+-- recorded (ADCACHE_SHOW, its token) is confirmed when its first frame is on screen — mpv's
+-- `playback-restart`, which comes once the first frame of a video, or the image, is shown —
+-- with `adcache event impression ID --show TOKEN`. A player that fails before that confirms
+-- nothing.
 local id = os.getenv("ADCACHE_AD_ID") or ""
 local kind = os.getenv("ADCACHE_AD_TYPE") or ""
 local start_queued = os.getenv("ADCACHE_START_QUEUED") == "1"
 local skip_offset = tonumber(os.getenv("ADCACHE_SKIP_OFFSET") or "")
 local adcache = os.getenv("ADCACHE") or "adcache"
+local show = os.getenv("ADCACHE_SHOW") or ""
 local sent = {}
 
 local function report(event)
@@ -23,6 +30,16 @@ local function report(event)
         capture_stdout = true, capture_stderr = false,
     })
 end
+
+local function confirm()
+    if id == "" or show == "" or sent.impression then return end
+    sent.impression = true
+    mp.command_native({
+        name = "subprocess", args = { adcache, "event", "impression", id, "--show", show }, playback_only = false,
+        capture_stdout = true, capture_stderr = false,
+    })
+end
+mp.register_event("playback-restart", confirm)
 
 mp.observe_property("time-pos", "number", function(_, pos)
     if kind ~= "video" or pos == nil or sent.skip then return end

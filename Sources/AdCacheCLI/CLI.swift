@@ -73,6 +73,7 @@ struct Context {
         var pop = AdCache.ProofOfPlay(deviceId: config.value("device-id"), reportUrl: config.value("report-url"))
         if let n = config.value("max-events").flatMap(Int.init) { pop.maxEvents = n }
         if let d = config.value("max-event-age").flatMap(Int.init) { pop.maxEventAge = d }
+        if let s = config.value("render-timeout").flatMap(Config.renderTimeout) { pop.renderTimeout = s }
         let vast = config.vast
         pop.playerSize = "\(vast.screenWidth),\(vast.screenHeight)"
         pop.limitAdTracking = vast.limitAdTracking

@@ -37,6 +37,7 @@ struct Config {
     static let extraKeys: [String: ValueKind] = [
         "feed": .text, "device-id": .text, "report-url": .text, "feed-key": .text, "feed-keys-dir": .directory,
         "screen": .text, "max-bitrate": .text, "media-types": .text, "limit-ad-tracking": .text,
+        "impression": .text, "render-timeout": .text,
     ]
 
     /// Where the keys of signed feeds are when `feed-keys-dir` does not say (the Debian package
@@ -204,9 +205,21 @@ struct Config {
         case "limit-ad-tracking":
             return value == "true" || value == "false"
                 ? nil : "'limit-ad-tracking' needs true or false (got '\(value)')"
+        case "impression":   // SPEC §8: when an impression is queued
+            return value == "render" || value == "choice"
+                ? nil : "'impression' needs render or choice (got '\(value)')"
+        case "render-timeout":
+            return Self.renderTimeout(value) == nil
+                ? "'render-timeout' needs seconds from 1 to 86400 (got '\(value)')" : nil
         default:
             return nil
         }
+    }
+
+    /// `render-timeout`: SEC (decimals and exponents too), 1 to 86400.
+    static func renderTimeout(_ text: String) -> Double? {
+        guard let s = Double(text.trimmed()), s.isFinite, (1...86400).contains(s) else { return nil }
+        return s
     }
 
     static func screenSize(_ text: String) -> (width: Int, height: Int)? {

@@ -9,27 +9,40 @@ import AdCacheKit
 /// `adcache event TYPE ID`.
 enum EventCommand: Command {
     static let at = Option.time("at", "Date the event at this time (RFC 3339 or Unix seconds) instead of now.")
+    static let show = Option.text(
+        "show", "<token>", "With 'impression': the show 'next --render' recorded (its 'show' token) began to render.")
 
     static let name = "event"
     static let spec = CommandSpec(
         name: name,
         abstract: "Record that an ad was clicked, skipped or played to its end, and queue its trackers.",
         discussion:
-            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile (impressions are recorded by 'adcache next'). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id.",
+            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile; impression --show TOKEN confirms a show 'next --render' recorded (without it, 'adcache next' records impressions). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id, or no show TOKEN of it awaits its confirmation.",
         arguments: [
-            ("<type>", "click, skip, complete, start, firstQuartile, midpoint or thirdQuartile."),
+            ("<type>", "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile, or impression with --show."),
             ("<id>", "The ad's id, as 'next' gives it in its JSON."),
         ],
-        options: [at]
+        options: [at, show]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals(allowed: 2)
         guard args.positionals.count == 2 else { throw args.usage("'event' needs a TYPE and an ID") }
         let name = args.positionals[0]
+        let token = try args.get(show)
+        if name == "impression", let token {
+            let cache = context.cache(at: try args.get(at))
+            if try !cache.confirmImpression(id: args.positionals[1], show: token) {
+                context.console.warning("show \(Console.visible(token)) was confirmed already; nothing queued")
+            }
+            return .success
+        }
+        if token != nil { throw args.usage("'--show' goes with 'impression' only") }
         guard let type = AdEvent(rawValue: name) else {
             let names = AdEvent.allCases.map(\.rawValue).joined(separator: ", ")
-            let why = name == "impression" ? " ('adcache next' records impressions)" : ""
+            let why =
+                name == "impression"
+                ? " ('adcache next' records impressions; 'impression --show TOKEN' confirms a render-mode show)" : ""
             throw args.usage("unknown event '\(Console.visible(name))': expected one of \(names)\(why)")
         }
         try context.cache(at: try args.get(at)).event(type, id: args.positionals[1])
@@ -117,8 +130,11 @@ enum StatsCommand: Command {
             return .success
         }
         guard !console.quiet else { return .success }
-        // VAST's columns only when some count is not zero.
-        let extra: [(String, KeyPath<Stats.Day, Int64>)] = [
+        // Render mode's and VAST's columns only when some count is not zero, or says
+        // something (impressions other than the shows).
+        let rendering = stats.days.contains { $0.unrendered != 0 || $0.impressions != $0.shows }
+        let extra: [(String, KeyPath<Stats.Day, Int64>)] =
+            (rendering ? [("IMPRESSIONS", \Stats.Day.impressions), ("UNRENDERED", \Stats.Day.unrendered)] : []) + [
             ("STARTS", \.starts), ("Q1", \.firstQuartiles), ("MID", \.midpoints), ("Q3", \.thirdQuartiles),
             ("NOTUSED", \.notUsed), ("ERRORS", \.errors),
         ].filter { _, path in stats.days.contains { $0[keyPath: path] != 0 } }

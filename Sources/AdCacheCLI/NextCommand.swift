@@ -17,6 +17,10 @@ enum NextCommand: Command {
         "cooldown", "Show nothing if any ad was shown less than <sec> seconds ago.", range: 0...31_536_000,
         default: "none")
     static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds), and date the show at it.")
+    static let render = Flag(
+        "render",
+        "Record the show, but queue its impression only when the launcher confirms it ('adcache event impression ID --show TOKEN').")
+    static let choice = Flag("choice", "Queue the impression with the show (the default; 'impression = choice').")
 
     static let name = "next"
     static let spec = CommandSpec(
@@ -24,12 +28,15 @@ enum NextCommand: Command {
         abstract: "Print the cached asset this launch shows, and record the show.",
         discussion:
             "Never touches the network. Exit 1 with nothing on stdout when no ad is eligible (unless --fallback is given).",
-        options: [peek, json, fallback, type, placement, cooldown, at]
+        options: [peek, json, fallback, type, placement, cooldown, at, render, choice]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals()
         var options = NextOptions(peek: args.has(peek), type: try args.get(type), cooldown: try args.get(cooldown))
+        // The command line wins over the configuration's `impression` (SPEC §8).
+        if args.has(render) && args.has(choice) { throw args.usage("'--render' and '--choice' say opposite things") }
+        options.render = args.has(render) || (!args.has(choice) && context.config.value("impression") == "render")
         if let p = try args.get(placement) {
             guard !p.isEmpty else { throw args.usage("option '--placement' needs a name") }
             options.placement = p

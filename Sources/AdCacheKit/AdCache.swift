@@ -137,6 +137,54 @@ public final class AdCache {
         }
     }
 
+    /// Confirms that the show `token` of ad `id`, which `next` recorded in render mode, began to
+    /// render (SPEC §8 *An impression is a render*): queues its impression — for a VAST ad its
+    /// `start`/`creativeView` too and, at its first confirmed show, `verificationNotExecuted` —
+    /// dated now. Returns false, queuing nothing, when that show was confirmed already. Throws
+    /// `unknownAd` (65) for a token that names no show of `id` awaiting confirmation: unknown,
+    /// another ad's, or older than `render-timeout`.
+    @discardableResult
+    public func confirmImpression(id: String, show token: String) throws -> Bool {
+        guard store.exists else { throw AdCacheError.unknownAd("no ad '\(id)' in the cache (it is empty)") }
+        let journal = store.journal
+        let pop = configuration.proofOfPlay
+        let warn = configuration.diagnostics
+        return try journal.withLock(timeout: store.lockTimeout) {
+            let index = try store.loadLocked(warn: warn, repair: false).index
+            guard let ad = index.ads.first(where: { $0.id == id }) else {
+                throw AdCacheError.unknownAd("no ad '\(id)' in the cache")
+            }
+            let t = moment.resolve(index)
+            let records = try journal.read(warn: { _ in })
+            let log = try store.loadEvents(warn: { _ in }, setAside: false)
+            if records.contains(where: { $0.event == "rendered" && $0.show == token }) || log.confirmed[token] != nil {
+                return false
+            }
+            let show: (id: String, at: Double)? =
+                records.first { $0.event == "impression" && $0.render && $0.nonce == token }.map { ($0.id, $0.at) }
+                ?? log.awaiting[token].map { ($0.id, $0.at) }
+            guard let show, show.id == id else {
+                throw AdCacheError.unknownAd("show \(token) of ad '\(id)' is not awaiting its confirmation")
+            }
+            guard t - show.at <= pop.renderTimeout else {
+                throw AdCacheError.unknownAd(
+                    "show \(token) of ad '\(id)' is older than render-timeout (\(Int(pop.renderTimeout)) s); it counts as unrendered"
+                )
+            }
+            // `verificationNotExecuted` at the ad's first confirmed show.
+            var first = ad
+            let confirmedBefore =
+                log.days.values.contains { ($0[id]?.impressions ?? 0) > 0 }
+                || records.contains { $0.id == id && $0.event == "rendered" }
+            first.shows = confirmedBefore ? max(1, ad.shows) : 0
+            var record = pop.record("impression", of: first, at: t, reportUrl: index.reportUrl)
+            record.event = "rendered"
+            record.show = token
+            try journal.append(record)
+            return true
+        }
+    }
+
     /// Delivers the queued events now (what `fetch` does first).
     public func report(_ options: ReportOptions = ReportOptions()) throws -> ReportResult {
         try options.validate()
@@ -166,6 +214,7 @@ public final class AdCache {
                     completes: c.completes)
                 (d.starts, d.firstQuartiles, d.midpoints) = (c.starts, c.firstQuartiles, c.midpoints)
                 (d.thirdQuartiles, d.notUsed, d.errors) = (c.thirdQuartiles, c.notUsed, c.errors)
+                (d.impressions, d.unrendered) = (c.impressions, c.unrendered)
                 stats.days.append(d)
             }
         }
@@ -419,12 +468,19 @@ public struct NextOptions: Sendable {
     public var placement = FeedAd.defaultPlacement
     /// Show nothing if any ad was shown less than this many seconds ago.
     public var cooldown: Double?
+    /// Render mode (SPEC §8 *An impression is a render*): the show is recorded, its
+    /// impression queued only when the launcher confirms it (`AdCache.confirm`).
+    public var render = false
 
-    public init(peek: Bool = false, type: AdType? = nil, placement: String = "splash", cooldown: Double? = nil) {
+    public init(
+        peek: Bool = false, type: AdType? = nil, placement: String = "splash", cooldown: Double? = nil,
+        render: Bool = false
+    ) {
         self.peek = peek
         self.type = type
         self.placement = placement
         self.cooldown = cooldown
+        self.render = render
     }
 }
 
@@ -575,6 +631,9 @@ public struct ShownAd: Sendable {
     public var priority: Int64
     /// The feed's `meta`, untouched.
     public var meta: JSONValue?
+    /// The recorded show's token (nil when peeking, or when the show was not recorded): what
+    /// confirms a render-mode show (`AdCache.confirm`).
+    public var show: String?
 }
 
 /// One ad as `list` shows it.
@@ -744,6 +803,11 @@ public struct Stats: Sendable {
         public var thirdQuartiles: Int64 = 0
         public var notUsed: Int64 = 0
         public var errors: Int64 = 0
+        /// Impressions queued (SPEC §8 v4): in `choice` mode one a show, in `render` mode one a
+        /// confirmed show.
+        public var impressions: Int64 = 0
+        /// Render-mode shows never confirmed within `render-timeout`: never billed.
+        public var unrendered: Int64 = 0
     }
 
     /// Asset bytes received today (local day, SPEC §12), and the budget the caller sets.

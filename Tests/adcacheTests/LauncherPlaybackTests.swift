@@ -64,10 +64,55 @@ struct LauncherPlaybackTests {
         #expect(r.status == 0 && r.stdout == "app\n", "\(r.stdout) \(r.stderr)")
         #expect(Date().timeIntervalSince(started) >= 3.5, "it played the video's whole length")
         let day = try kiosk.day()
-        for key in ["shows", "starts", "firstQuartiles", "midpoints", "thirdQuartiles", "completes"] {
+        for key in ["shows", "impressions", "starts", "firstQuartiles", "midpoints", "thirdQuartiles", "completes"] {
             #expect(day[key] as? Int == 1, "\(key): \(day)")
         }
         #expect(day["skips"] as? Int == 0)
+    }
+
+    /// Render mode end to end (SPEC §8 v4): the launcher confirms a video at its first frame
+    /// and the tracker hears one impression; a viewer that fails confirms nothing, and its
+    /// show, still counted, is never billed; the dry run records no show at all. Beside it,
+    /// choice mode (`adcache next` alone) bills at the choice, before anything is on screen.
+    @Test func theLauncherBillsWhatRendersAndNothingElse() throws {
+        let hits = Locked([String]())
+        let trackers = try LoopbackServer { r in
+            hits.update { $0.append(r.path) }
+            return .text(204, "")
+        }
+        defer { trackers.stop() }
+        let bytes = try Self.video(seconds: 2)
+        let feed =
+            #"[{"id":"clip","url":"v.mp4","type":"video","tracking":{"impression":["\#(trackers.url("/imp"))?n=[CACHEBUSTING]"]}}]"#
+        let kiosk = try Kiosk(feed: feed, files: ["v.mp4": bytes])
+        defer { kiosk.s.remove() }
+        func report() -> [String] {
+            _ = kiosk.s.run(["report"])
+            return hits.value
+        }
+
+        var dry = kiosk.env
+        dry["ADCACHE_LAUNCHER_DRY_RUN"] = "1"
+        #expect(runProgram(Self.launcher, ["/opt/app/default.png"], environment: dry).status == 0)
+        #expect((try jsonObject(kiosk.s.run(["stats", "--json"]).stdout)["days"] as? [Any])?.isEmpty == true, "no show")
+
+        var failing = kiosk.env
+        failing["ADCACHE_LAUNCHER_MPV_OPTIONS"] = "--no-config --vo=null --ao=null --no-such-option"
+        #expect(runProgram(Self.launcher, ["/opt/app/default.png"], environment: failing).status == 0)
+        #expect(report().isEmpty, "a viewer that failed: no impression")
+        #expect(try kiosk.day()["shows"] as? Int == 1 && kiosk.day()["impressions"] as? Int == 0)
+
+        let played = runProgram(Self.launcher, ["/opt/app/default.png"], environment: kiosk.env)
+        #expect(played.status == 0, "\(played.stderr)")
+        let rendered = report()
+        #expect(rendered.count == 1, "one impression, after the first frame: \(rendered)")
+        #expect(try kiosk.day()["shows"] as? Int == 2 && kiosk.day()["impressions"] as? Int == 1)
+
+        // Choice mode: `next` alone queues the impression at once, nothing on screen.
+        #expect(kiosk.s.run(["next"]).status == 0)
+        let chosen = report()
+        #expect(chosen.count == 2)
+        print("tracker log, render mode (failed viewer, then played): \(rendered); after a choice-mode next: \(chosen)")
     }
 
     /// The skip key after under a second: start and skip, no quartile, no complete.
@@ -163,6 +208,7 @@ struct LauncherPlaybackTests {
         #expect(r.status == 0, "\(r.stderr)")
         let day = try kiosk.day()
         #expect(day["shows"] as? Int == 1 && day["completes"] as? Int == 1, "\(day)")
+        #expect(day["impressions"] as? Int == 1, "confirmed once the image was shown: \(day)")
         #expect(day["starts"] as? Int == 0 && day["skips"] as? Int == 0)
     }
 

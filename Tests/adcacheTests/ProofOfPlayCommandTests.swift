@@ -118,10 +118,11 @@ import Testing
         let day = try #require(stats["days"]?.arrayValue?.first)
         #expect(
             day.objectValue?.keys.sorted() == [
-                "clicks", "completes", "day", "errors", "firstQuartiles", "id", "midpoints", "notUsed", "shows",
+                "clicks", "completes", "day", "errors", "firstQuartiles", "id", "impressions", "midpoints", "notUsed",
+                "shows",
                 "skips",
-                "starts", "thirdQuartiles",
-            ], "SPEC §4 v3's keys")
+                "starts", "thirdQuartiles", "unrendered",
+            ], "SPEC §4 v3's keys, and v4's impressions and unrendered")
     }
 
     @Test func fetchReportsFirstUnlessToldNot() throws {

@@ -27,6 +27,7 @@ extension ShownAd {
             ("priority", .int(priority)),
             ("meta", meta.map { .raw($0) } ?? .null),
             ("fallback", .bool(false)),
+            ("show", .string(show)),
         ]).render()
     }
 
@@ -46,6 +47,7 @@ extension ShownAd {
             ("priority", .null),
             ("meta", .null),
             ("fallback", .bool(true)),
+            ("show", .null),
         ]).render()
     }
 }
@@ -176,6 +178,7 @@ extension Stats {
                             ("starts", .int(d.starts)), ("firstQuartiles", .int(d.firstQuartiles)),
                             ("midpoints", .int(d.midpoints)), ("thirdQuartiles", .int(d.thirdQuartiles)),
                             ("notUsed", .int(d.notUsed)), ("errors", .int(d.errors)),
+                            ("impressions", .int(d.impressions)), ("unrendered", .int(d.unrendered)),
                         ])
                     })
             ),

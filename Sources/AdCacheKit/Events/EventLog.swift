@@ -54,6 +54,11 @@ struct DayCounts: Equatable, Sendable {
     var thirdQuartiles: Int64 = 0
     var notUsed: Int64 = 0
     var errors: Int64 = 0
+    /// Impressions queued (SPEC §8 v4): a show's own in `choice` mode, a confirmation's in
+    /// `render` mode.
+    var impressions: Int64 = 0
+    /// Shows recorded in `render` mode and not confirmed within `render-timeout`: never billed.
+    var unrendered: Int64 = 0
 
     mutating func count(_ event: String) {
         switch event {
@@ -67,6 +72,7 @@ struct DayCounts: Equatable, Sendable {
         case "thirdQuartile": thirdQuartiles.add(1)
         case "notUsed": notUsed.add(1)
         case "error": errors.add(1)
+        case "rendered": impressions.add(1)
         default: break
         }
     }
@@ -76,6 +82,7 @@ struct DayCounts: Equatable, Sendable {
         [
             ("starts", \.starts), ("firstQuartiles", \.firstQuartiles), ("midpoints", \.midpoints),
             ("thirdQuartiles", \.thirdQuartiles), ("notUsed", \.notUsed), ("errors", \.errors),
+            ("impressions", \.impressions), ("unrendered", \.unrendered),
         ]
     }
 }
@@ -85,6 +92,15 @@ struct EventBounds: Sendable {
     var maxEvents = 100_000
     /// Days.
     var maxAge = 30
+    /// Seconds a `render` show waits for its confirmation before it counts `unrendered`.
+    var renderTimeout: Double = 600
+}
+
+/// A show `next --render` recorded, waiting for the launcher's confirmation.
+struct AwaitingRender: Equatable, Sendable {
+    var id: String
+    var at: Double
+    var day: Int
 }
 
 /// `events.json`: the queue of deliveries still to make, what became of those already made,
@@ -105,6 +121,12 @@ struct EventLog: Equatable, Sendable {
     var droppedOverflow: Int64 = 0
     /// Local day → ad id → counts.
     var days: [Int: [String: DayCounts]] = [:]
+    /// Render shows not confirmed yet, by token; and the tokens confirmed lately (a second
+    /// confirmation is a warning, not an error), with when.
+    var awaiting: [String: AwaitingRender] = [:]
+    var confirmed: [String: Double] = [:]
+    /// How long a confirmed token is remembered.
+    static let confirmedKept: Double = 2 * 86400
 
     var pending: Int64 { queue.reduce(0) { $0.adding(Int64($1.pending)) } }
 
@@ -116,19 +138,43 @@ struct EventLog: Equatable, Sendable {
         for r in fresh {
             days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
             if r.start { days[r.day, default: [:]][r.id, default: DayCounts()].count("start") }
+            if r.event == "impression" {
+                if r.render {
+                    awaiting[r.nonce] = AwaitingRender(id: r.id, at: r.at, day: r.day)
+                } else {
+                    days[r.day, default: [:]][r.id, default: DayCounts()].impressions.add(1)
+                }
+            }
+            if r.event == "rendered", let token = r.show {
+                awaiting[token] = nil
+                confirmed[token] = r.at
+            }
             if !r.trackers.isEmpty || r.batch {
                 queue.append(
                     QueuedEvent(
-                        id: r.id, event: r.event, at: r.at, nonce: r.nonce, trackers: r.trackers, batch: r.batch,
+                        // A confirmation is the show's impression, to the report URL too.
+                        id: r.id, event: r.event == "rendered" ? "impression" : r.event, at: r.at, nonce: r.nonce,
+                        trackers: r.trackers, batch: r.batch,
                         queuedAt: now))
             }
         }
         if let last = fresh.last { lastFolded = JournalMark(after: last) }
         let bounded = bound(bounds, now: now)
+        // Render shows past their timeout: `unrendered` on the day of the show, never billed.
+        var rendersChanged = false
+        for (token, a) in awaiting where now - a.at > bounds.renderTimeout {
+            days[a.day, default: [:]][a.id, default: DayCounts()].unrendered.add(1)
+            awaiting[token] = nil
+            rendersChanged = true
+        }
+        for (token, at) in confirmed where now - at > Self.confirmedKept {
+            confirmed[token] = nil
+            rendersChanged = true
+        }
         let today = Time.localDay(now)
         let before = days.count
         days = days.filter { $0.key > today - Self.keptDays }
-        return !fresh.isEmpty || bounded || days.count != before
+        return !fresh.isEmpty || bounded || days.count != before || rendersChanged
     }
 
     /// Drops events older than the age bound and, past the count bound, the oldest; each
@@ -211,6 +257,7 @@ struct EventLog: Equatable, Sendable {
                         var day: Int?
                         var id: String?
                         var c = DayCounts()
+                        var impressionsGiven = false
                         try s.object { s, key in
                             switch key {
                             case "day": day = Time.parseDay(try s.string())
@@ -222,13 +269,39 @@ struct EventLog: Equatable, Sendable {
                             case let k:
                                 if let (_, path) = DayCounts.playbackKeys.first(where: { $0.0 == k }) {
                                     c[keyPath: path] = try s.int()
+                                    if k == "impressions" { impressionsGiven = true }
                                 } else {
                                     try s.skip()
                                 }
                             }
                         }
                         guard let day, let id else { throw s.fail("a day's counts without a day or an id") }
+                        // Counted before v4, when every recorded show was its impression.
+                        if !impressionsGiven { c.impressions = c.shows }
                         log.days[day, default: [:]][id] = c
+                    }
+                case "awaiting":
+                    try s.array { s in
+                        var token: String?
+                        var a = AwaitingRender(id: "", at: .nan, day: Int.min)
+                        try s.object { s, key in
+                            switch key {
+                            case "show": token = try s.string()
+                            case "id": a.id = try s.string()
+                            case "at": a.at = try s.double()
+                            case "day": a.day = Time.parseDay(try s.string()) ?? Int.min
+                            default: try s.skip()
+                            }
+                        }
+                        guard let token, !token.isEmpty, !a.id.isEmpty, Time.isSupported(a.at),
+                            Time.supportedDays.contains(a.day)
+                        else { throw s.fail("a show awaiting its confirmation without a token, an id or a time") }
+                        log.awaiting[token] = a
+                    }
+                case "confirmed":
+                    try s.object { s, token in
+                        let t = try s.double()
+                        if Time.isSupported(t), !token.isEmpty { log.confirmed[token] = t }
                     }
                 default: try s.skip()
                 }
@@ -243,6 +316,26 @@ struct EventLog: Equatable, Sendable {
     func encode() -> [UInt8] {
         var w = JSONWriter(indent: nil, capacity: 256 + queue.count * 200)
         w.beginObject()
+        if !awaiting.isEmpty {
+            w.key("awaiting")
+            w.beginArray()
+            for (token, a) in awaiting.sorted(by: { ($0.value.at, $0.key) < ($1.value.at, $1.key) }) {
+                w.key(nil)
+                w.beginObject()
+                w.field("at", a.at)
+                w.field("day", Time.formatDay(a.day))
+                w.field("id", a.id)
+                w.field("show", token)
+                w.endObject()
+            }
+            w.endArray()
+        }
+        if !confirmed.isEmpty {
+            w.key("confirmed")
+            w.beginObject()
+            for (token, at) in confirmed.sorted(by: { $0.key < $1.key }) { w.field(token, at) }
+            w.endObject()
+        }
         w.key("days")
         w.beginArray()
         for (day, ads) in days.sorted(by: { $0.key < $1.key }) {
@@ -255,7 +348,7 @@ struct EventLog: Equatable, Sendable {
                 w.field("id", id)
                 w.field("shows", c.shows)
                 w.field("skips", c.skips)
-                for (key, path) in DayCounts.playbackKeys where c[keyPath: path] != 0 { w.field(key, c[keyPath: path]) }
+                for (key, path) in DayCounts.playbackKeys where c[keyPath: path] != 0 || key == "impressions" { w.field(key, c[keyPath: path]) }
                 w.endObject()
             }
         }

@@ -37,6 +37,11 @@ struct JournalRecord: Equatable, Sendable {
     var rotationSignature: String?
     /// A VAST video's show: its `start` is counted with it (SPEC §10).
     var start = false
+    /// A show `next --render` recorded: counted as a show, its impression not queued until
+    /// the launcher confirms it (SPEC §8 *An impression is a render*); its nonce is the token.
+    var render = false
+    /// A confirmation (`rendered`): the token of the show it confirms.
+    var show: String?
 
     /// One line of JSON, newline included.
     func line() -> [UInt8] {
@@ -48,8 +53,10 @@ struct JournalRecord: Equatable, Sendable {
         w.field("event", event)
         w.field("id", id)
         w.field("nonce", nonce)
+        if render { w.key("render"); w.bool(true) }
         w.field("rot", rotationKey)
         w.field("seq", seq)
+        w.field("show", show)
         w.field("sig", rotationSignature)
         if start { w.key("start"); w.bool(true) }
         if !trackers.isEmpty { w.field("trackers", trackers) }
@@ -67,7 +74,9 @@ struct JournalRecord: Equatable, Sendable {
     }
 
     /// The keys of a line as `line` writes them.
-    enum Field: String, CaseIterable, Sendable { case at, batch, day, event, id, nonce, rot, seq, sig, start, trackers }
+    enum Field: String, CaseIterable, Sendable {
+        case at, batch, day, event, id, nonce, render, rot, seq, show, sig, start, trackers
+    }
     static let fields = JSONKeyTable<Field>()
 
     /// Reads one line; nil when it is not a whole record adcache writes (torn or garbled).
@@ -85,8 +94,10 @@ struct JournalRecord: Equatable, Sendable {
                 case .event: r.event = try s.string()
                 case .id: r.id = try s.string()
                 case .nonce: r.nonce = try s.string()
+                case .render: r.render = try s.bool()
                 case .rot: r.rotationKey = try s.string()
                 case .seq: r.seq = try s.int()
+                case .show: r.show = try s.string()
                 case .sig: r.rotationSignature = try s.string()
                 case .start: r.start = try s.bool()
                 case .trackers:
@@ -99,7 +110,8 @@ struct JournalRecord: Equatable, Sendable {
             return nil
         }
         guard FeedAd.journalEvents.contains(r.event), !r.id.isEmpty, !r.nonce.isEmpty, Time.isSupported(r.at),
-            Time.supportedDays.contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression")
+            Time.supportedDays.contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression"),
+            !r.render || r.event == "impression", (r.show != nil) == (r.event == "rendered"), r.show?.isEmpty != true
         else { return nil }
         self = r
     }

@@ -20,6 +20,9 @@ extension AdCache {
         public var playerSize = "1920,1080"
         /// `[LIMITADTRACKING]` of VAST trackers.
         public var limitAdTracking = false
+        /// `render-timeout`: seconds a show `next --render` recorded waits for its
+        /// confirmation before it counts `unrendered` (SPEC §8).
+        public var renderTimeout: Double = 600
 
         public init(deviceId: String? = nil, reportUrl: String? = nil, maxEvents: Int = 100_000, maxEventAge: Int = 30)
         {
@@ -29,7 +32,9 @@ extension AdCache {
             self.maxEventAge = maxEventAge
         }
 
-        var bounds: EventBounds { EventBounds(maxEvents: maxEvents, maxAge: maxEventAge) }
+        var bounds: EventBounds {
+            EventBounds(maxEvents: maxEvents, maxAge: maxEventAge, renderTimeout: renderTimeout)
+        }
 
         /// The journal record of `event` for `ad` at `t`: a fresh nonce and cachebusting
         /// value, the tracker URLs with their macros expanded (a retry sends the very same

@@ -299,13 +299,22 @@ final class Selector {
                 var ad = index.ads[choice.position]
                 loaded.complete(&ad, at: choice.position)
                 var record = proofOfPlay.record("impression", of: ad, at: t, reportUrl: index.reportUrl)
+                if options.render {
+                    // Counted as a show; the impression waits for the launcher (SPEC §8).
+                    record.trackers = []
+                    record.batch = false
+                    record.start = false
+                    record.render = true
+                }
                 let seq = min(index.showSeq + 1, AdRecord.counts.upperBound)
                 record.seq = seq
                 record.rotationKey = choice.rotation?.key
                 record.rotationSignature = choice.rotation?.signature
                 try journal.append(record)
                 ad.recordShow(at: t, day: record.day, seq: seq)   // as the index will count it
-                return .show(shown(ad))
+                var shown = shown(ad)
+                shown.show = record.nonce
+                return .show(shown)
             }
             if case .show = result { foldIfLong(at: moment) }
             return result
