@@ -19,7 +19,10 @@ enum EventCommand: Command {
         discussion:
             "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile; impression --show TOKEN confirms a show 'next --render' recorded (without it, 'adcache next' records impressions). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id, or no show TOKEN of it awaits its confirmation.",
         arguments: [
-            ("<type>", "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile, or impression with --show."),
+            (
+                "<type>",
+                "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile, or impression with --show."
+            ),
             ("<id>", "The ad's id, as 'next' gives it in its JSON."),
         ],
         options: [at, show]
@@ -134,10 +137,11 @@ enum StatsCommand: Command {
         // something (impressions other than the shows).
         let rendering = stats.days.contains { $0.unrendered != 0 || $0.impressions != $0.shows }
         let extra: [(String, KeyPath<Stats.Day, Int64>)] =
-            (rendering ? [("IMPRESSIONS", \Stats.Day.impressions), ("UNRENDERED", \Stats.Day.unrendered)] : []) + [
-            ("STARTS", \.starts), ("Q1", \.firstQuartiles), ("MID", \.midpoints), ("Q3", \.thirdQuartiles),
-            ("NOTUSED", \.notUsed), ("ERRORS", \.errors),
-        ].filter { _, path in stats.days.contains { $0[keyPath: path] != 0 } }
+            (rendering ? [("IMPRESSIONS", \Stats.Day.impressions), ("UNRENDERED", \Stats.Day.unrendered)] : [])
+            + [
+                ("STARTS", \.starts), ("Q1", \.firstQuartiles), ("MID", \.midpoints), ("Q3", \.thirdQuartiles),
+                ("NOTUSED", \.notUsed), ("ERRORS", \.errors),
+            ].filter { _, path in stats.days.contains { $0[keyPath: path] != 0 } }
         let header = ["DAY", "ID", "SHOWS", "CLICKS", "SKIPS", "COMPLETES"] + extra.map(\.0)
         let rows =
             [header]

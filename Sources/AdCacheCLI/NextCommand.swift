@@ -19,7 +19,8 @@ enum NextCommand: Command {
     static let at = Option.time("at", "Evaluate as of this time (RFC 3339 or Unix seconds), and date the show at it.")
     static let render = Flag(
         "render",
-        "Record the show, but queue its impression only when the launcher confirms it ('adcache event impression ID --show TOKEN').")
+        "Record the show, but queue its impression only when the launcher confirms it ('adcache event impression ID --show TOKEN')."
+    )
     static let choice = Flag("choice", "Queue the impression with the show (the default; 'impression = choice').")
 
     static let name = "next"

@@ -94,7 +94,8 @@ struct LauncherPlaybackTests {
         var dry = kiosk.env
         dry["ADCACHE_LAUNCHER_DRY_RUN"] = "1"
         #expect(runProgram(Self.launcher, ["/opt/app/default.png"], environment: dry).status == 0)
-        #expect((try jsonObject(kiosk.s.run(["stats", "--json"]).stdout)["days"] as? [Any])?.isEmpty == true, "no show")
+        #expect(
+            (try jsonObject(kiosk.s.run(["stats", "--json"]).stdout)["days"] as? [Any])?.isEmpty == true, "no show")
 
         var failing = kiosk.env
         failing["ADCACHE_LAUNCHER_MPV_OPTIONS"] = "--no-config --vo=null --ao=null --no-such-option"

@@ -348,7 +348,9 @@ struct EventLog: Equatable, Sendable {
                 w.field("id", id)
                 w.field("shows", c.shows)
                 w.field("skips", c.skips)
-                for (key, path) in DayCounts.playbackKeys where c[keyPath: path] != 0 || key == "impressions" { w.field(key, c[keyPath: path]) }
+                for (key, path) in DayCounts.playbackKeys where c[keyPath: path] != 0 || key == "impressions" {
+                    w.field(key, c[keyPath: path])
+                }
                 w.endObject()
             }
         }
