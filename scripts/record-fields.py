@@ -12,7 +12,13 @@ keeps the launch's decode as fast as the hand-written one was (a table of closur
 
 Kinds: `optString`, `optInt`, `optDouble` (a `var x: T?`), `int` (`Int64`), `string`, and
 `custom` (the row gives the Swift to read, with `s` the scanner and `r` the record, returning
-false for a value adcache never writes; and the Swift to write, with `w` the writer).
+false for a value adcache never writes; and the Swift to write, with `w` the writer; and,
+for a field `next`'s choice does not read, the Swift that checks its value without keeping
+it).
+
+One reading of a record (SPEC §6 v4): a selection read does not keep the fields the choice
+does not need, but it checks each as the whole read would read it (a value of the wrong type
+drops the record in both), so that `next` never shows what `list` drops.
 """
 import os
 import re
@@ -50,7 +56,7 @@ FIELDS = [
     ("lastShown", "optDouble", True),
     ("maxShows", "optInt", True),
     ("maxShowsPerDay", "optInt", True),
-    ("meta", "custom", False, "r.meta = try s.null() ? nil : s.value()", 'w.field("meta", meta)'),
+    ("meta", "custom", False, "r.meta = try s.null() ? nil : s.value()", 'w.field("meta", meta)', "try s.skip()"),
     ("minInterval", "optInt", True),
     ("notUsedAt", "optDouble", False),
     ("pickEpoch", "optInt", True),
@@ -70,11 +76,12 @@ FIELDS = [
      "var tracking: [String: [String]] = [:]\ntry s.object { s, event in tracking[event] = try s.strings() }\nr.tracking = tracking",
      'if !tracking.isEmpty {\n    w.key("tracking")\n    w.beginObject()\n'
      '    for (event, urls) in tracking.sorted(by: { $0.key < $1.key }) { w.field(event, urls) }\n'
-     '    w.endObject()\n}'),
+     '    w.endObject()\n}',
+     "try s.checkObject { try $0.checkStrings() }"),
     ("type", "custom", True,
      "if try !s.null() {\n    guard let t = try s.name(in: AdType.names) else { return false }\n    r.type = t\n}",
      'w.field("type", type?.rawValue)'),
-    ("url", "custom", False, "url = try s.string()", 'w.field("url", url)'),
+    ("url", "custom", False, "url = try s.string()", 'w.field("url", url)', 'try s.checkString()\nurl = ""'),
     ("vast", "custom", True,
      "var v = VASTFields()\ntry s.object { s, key in\n    switch key {\n"
      '    case "skipOffset": v.skipOffset = try s.optDouble()\n'
@@ -100,6 +107,9 @@ DIGEST_PATHS = {"hours": "schedule.windows", "days": "schedule.days"}
 
 READERS = {"optString": "s.optString()", "optInt": "s.optInt()", "optDouble": "s.optDouble()",
            "int": "s.int()", "string": "s.string()"}
+# What a selection read checks of a field it does not keep: the same type, nothing built.
+CHECKERS = {"optString": "try s.checkOptString()", "optInt": "try s.checkOptInt()",
+            "optDouble": "try s.checkOptDouble()", "int": "_ = try s.int()", "string": "try s.checkString()"}
 
 
 def indent(code, n):
@@ -129,8 +139,8 @@ def generate():
     out.append("")
     out.append("    /// Reads the value of `key` into `r` (`id`, `url` and the state: as given, for the")
     out.append("    /// decoder to judge: a known `state`, else the text of an unknown one in `stateName`);")
-    out.append("    /// false for a value adcache never writes. A selection read skips the fields `next`'s")
-    out.append("    /// choice does not need (`url` then counts as present).")
+    out.append("    /// false for a value adcache never writes. A selection read checks, and does not keep,")
+    out.append("    /// the fields `next`'s choice does not need (`url` then counts as present).")
     out.append("    @inline(__always)   // the launch's decode: as fast as a switch written in place")
     out.append("    static func read(")
     out.append("        _ key: Field, _ s: inout JSONScanner, into r: inout AdRecord, forSelection: Bool, id: inout String?,")
@@ -141,9 +151,9 @@ def generate():
         name, kind, selection = f[0], f[1], f[2]
         out.append(f"        case .{name}:")
         if not selection:
-            skip = "try s.skip()" + ('\n    url = ""' if name == "url" else "")
+            check = f[5] if kind == "custom" else CHECKERS[kind]
             out.append("            if forSelection {")
-            out.append(indent(skip, 16))
+            out.append(indent(check, 16))
             out.append("                return true")
             out.append("            }")
         if kind == "custom":

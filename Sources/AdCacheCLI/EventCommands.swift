@@ -10,18 +10,19 @@ import AdCacheKit
 enum EventCommand: Command {
     static let at = Option.time("at", "Date the event at this time (RFC 3339 or Unix seconds) instead of now.")
     static let show = Option.text(
-        "show", "<token>", "With 'impression': the show 'next --render' recorded (its 'show' token) began to render.")
+        "show", "<token>",
+        "With 'impression': the show that 'next' recorded in render mode (its 'show' token) began to render.")
 
     static let name = "event"
     static let spec = CommandSpec(
         name: name,
         abstract: "Record that an ad was clicked, skipped or played to its end, and queue its trackers.",
         discussion:
-            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile; impression --show TOKEN confirms a show 'next --render' recorded (without it, 'adcache next' records impressions). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id, or no show TOKEN of it awaits its confirmation.",
+            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile; impression --show TOKEN confirms a show that 'next' recorded in render mode (without it, 'adcache next' records impressions). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id, or no show TOKEN of it awaits its confirmation.",
         arguments: [
             (
                 "<type>",
-                "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile, or impression with --show."
+                "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile; impression with --show TOKEN"
             ),
             ("<id>", "The ad's id, as 'next' gives it in its JSON."),
         ],

@@ -14,8 +14,8 @@ extension AdRecord.Decoded {
 
     /// Reads the value of `key` into `r` (`id`, `url` and the state: as given, for the
     /// decoder to judge: a known `state`, else the text of an unknown one in `stateName`);
-    /// false for a value adcache never writes. A selection read skips the fields `next`'s
-    /// choice does not need (`url` then counts as present).
+    /// false for a value adcache never writes. A selection read checks, and does not keep,
+    /// the fields `next`'s choice does not need (`url` then counts as present).
     @inline(__always)   // the launch's decode: as fast as a switch written in place
     static func read(
         _ key: Field, _ s: inout JSONScanner, into r: inout AdRecord, forSelection: Bool, id: inout String?,
@@ -26,7 +26,7 @@ extension AdRecord.Decoded {
             r.bytes = try s.optInt()
         case .clickUrl:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.clickUrl = try s.optString()
@@ -34,13 +34,13 @@ extension AdRecord.Decoded {
             r.duration = Int(try s.int())
         case .error:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.error = try s.optString()
         case .etag:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.etag = try s.optString()
@@ -52,19 +52,19 @@ extension AdRecord.Decoded {
             r.fileMtime = try s.optInt()
         case .failedEtag:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.failedEtag = try s.optString()
         case .failedFor:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.failedFor = try s.optString()
         case .failedLastModified:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.failedLastModified = try s.optString()
@@ -77,7 +77,7 @@ extension AdRecord.Decoded {
             }
         case .fileSha256:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.fileSha256 = try s.optString()
@@ -93,7 +93,7 @@ extension AdRecord.Decoded {
             id = try s.string()
         case .lastModified:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.lastModified = try s.optString()
@@ -115,7 +115,7 @@ extension AdRecord.Decoded {
             r.minInterval = try s.optInt()
         case .notUsedAt:
             if forSelection {
-                try s.skip()
+                try s.checkOptDouble()
                 return true
             }
             r.notUsedAt = try s.optDouble()
@@ -131,7 +131,7 @@ extension AdRecord.Decoded {
             r.retryAt = try s.optDouble()
         case .sha256:
             if forSelection {
-                try s.skip()
+                try s.checkOptString()
                 return true
             }
             r.sha256 = try s.optString()
@@ -154,7 +154,7 @@ extension AdRecord.Decoded {
             }
         case .tracking:
             if forSelection {
-                try s.skip()
+                try s.checkObject { try $0.checkStrings() }
                 return true
             }
             var tracking: [String: [String]] = [:]
@@ -167,7 +167,7 @@ extension AdRecord.Decoded {
             }
         case .url:
             if forSelection {
-                try s.skip()
+                try s.checkString()
                 url = ""
                 return true
             }

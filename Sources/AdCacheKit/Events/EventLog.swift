@@ -208,10 +208,13 @@ struct EventLog: Equatable, Sendable {
             var log = EventLog()
             var version: Int64?
             var foldedLine: Int?
+            var foldedPrefix: UInt64?
             try s.object { s, key in
                 switch key {
                 case "version": version = try s.int()
                 case "lastFolded": log.lastFolded = try s.optString().map { JournalMark(nonce: $0, line: nil) }
+                case "lastFoldedPrefix":
+                    foldedPrefix = UInt64(try s.string(), radix: 16)
                 case "lastFoldedLine":
                     let line = try s.int()
                     if line >= 0, line <= Int.max { foldedLine = Int(line) }
@@ -308,7 +311,10 @@ struct EventLog: Equatable, Sendable {
             }
             try s.finish()
             guard version == 1 else { throw s.fail("not version 1") }
-            if let foldedLine, log.lastFolded != nil { log.lastFolded?.line = foldedLine }
+            if let foldedLine, log.lastFolded != nil {
+                log.lastFolded?.line = foldedLine
+                log.lastFolded?.prefix = foldedPrefix
+            }
             return log
         }
     }
@@ -364,6 +370,7 @@ struct EventLog: Equatable, Sendable {
         w.endObject()
         w.field("lastFolded", lastFolded?.nonce)
         w.field("lastFoldedLine", lastFolded?.line.map(Int64.init))
+        w.field("lastFoldedPrefix", lastFolded?.prefix.map { String($0, radix: 16) })
         w.key("queue")
         w.beginArray()
         for e in queue {

@@ -28,6 +28,9 @@ struct JournalRecord: Equatable, Sendable {
     var seq: Int64?
     /// Its line in the journal (counting every line, damaged ones too), as read.
     var lineNumber = 0
+    /// A hash (FNV-1a, 64 bits) of its file's bytes up to the end of its line, as read: what
+    /// ties a reader's mark to this line of this file, not to a line copied to that number.
+    var prefixHash: UInt64 = 0
     /// The tracker URLs to call, macros expanded when queued (a retry sends the same URL).
     var trackers: [String] = []
     /// Also POSTed to the report URL in a batch.
@@ -80,7 +83,8 @@ struct JournalRecord: Equatable, Sendable {
     static let fields = JSONKeyTable<Field>()
 
     /// Reads one line; nil when it is not a whole record adcache writes (torn or garbled).
-    /// Without `deliveries` the tracker URLs are skipped (the index needs only the show).
+    /// Without `deliveries` the tracker URLs are checked, not kept (the index needs only the
+    /// show): every reader takes and refuses the same lines (SPEC §6 v4).
     init?(line: UnsafeBufferPointer<UInt8>, deliveries: Bool = true) {
         var r = JournalRecord(event: "", id: "", at: .nan, day: Int.min, nonce: "")
         var s = JSONScanner(line)
@@ -101,7 +105,7 @@ struct JournalRecord: Equatable, Sendable {
                 case .sig: r.rotationSignature = try s.string()
                 case .start: r.start = try s.bool()
                 case .trackers:
-                    if deliveries { r.trackers = try s.strings() } else { try s.skip() }
+                    if deliveries { r.trackers = try s.strings() } else { try s.checkStrings() }
                 case nil: try s.skip()
                 }
             }
@@ -163,12 +167,15 @@ struct Journal {
             bytes.withUnsafeBufferPointer { all in
                 var start = 0
                 var n = 0
+                var hash = JournalMark.hashSeed
                 while let end = all[start...].firstIndex(of: 0x0A) {
+                    hash = JournalMark.hash(UnsafeBufferPointer(rebasing: all[start...end]), from: hash)
                     if end > start {
                         if var r = JournalRecord(
                             line: UnsafeBufferPointer(rebasing: all[start..<end]), deliveries: deliveries)
                         {
                             r.lineNumber = n
+                            r.prefixHash = hash
                             if nonces.insert(r.nonce).inserted { records.append(r) } else { copies += 1 }
                         } else {
                             damaged += 1
@@ -269,14 +276,40 @@ struct JournalMark: Equatable, Sendable {
     var nonce: String
     /// Nil in a mark written before lines were recorded.
     var line: Int?
+    /// The hash of its file's bytes through the marked line (`JournalRecord.prefixHash`); nil
+    /// in a mark written before it was kept. A line that replays the marked nonce at the
+    /// marked number in another file (the one a fold removed) is not the mark: the bytes
+    /// before it differ.
+    var prefix: UInt64?
 
-    init(nonce: String, line: Int?) {
+    init(nonce: String, line: Int?, prefix: UInt64? = nil) {
         self.nonce = nonce
         self.line = line
+        self.prefix = prefix
     }
 
     init(after record: JournalRecord) {
-        self.init(nonce: record.nonce, line: record.lineNumber)
+        self.init(nonce: record.nonce, line: record.lineNumber, prefix: record.prefixHash)
+    }
+
+    static let hashSeed: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    /// FNV-1a over `bytes`, continuing from `h` (no libcrypto: every launch reads the journal).
+    static func hash(_ bytes: UnsafeBufferPointer<UInt8>, from h: UInt64) -> UInt64 {
+        var h = h
+        for b in bytes {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        return h
+    }
+
+    /// The record it marks among `records`, or nil.
+    func marked(in records: [JournalRecord]) -> Int? {
+        guard let i = records.firstIndex(where: { $0.nonce == nonce }) else { return nil }
+        let r = records[i]
+        guard line == nil || (r.lineNumber == line && (prefix == nil || r.prefixHash == prefix)) else { return nil }
+        return i
     }
 
     /// The records a reader whose mark is `mark` has not taken yet. When the mark's line
@@ -286,23 +319,30 @@ struct JournalMark: Equatable, Sendable {
     /// the marked one. (`records` hold each nonce once: `Journal.read`.)
     static func unread(_ records: [JournalRecord], after mark: JournalMark?) -> ArraySlice<JournalRecord> {
         guard let mark else { return records[...] }
+        if let i = mark.marked(in: records) { return records[(i + 1)...] }
         if let i = records.firstIndex(where: { $0.nonce == mark.nonce }) {
-            if mark.line == nil || records[i].lineNumber == mark.line { return records[(i + 1)...] }
             return (records[..<i] + records[(i + 1)...])[...]
         }
         return records[...]
     }
 
-    /// "<nonce> <line>", as the index and the queue store it.
-    var text: String { line.map { "\(nonce) \($0)" } ?? nonce }
+    /// "<nonce> <line> <prefix hash, hexadecimal>", as the index and the queue store it.
+    var text: String {
+        guard let line else { return nonce }
+        return prefix.map { "\(nonce) \(line) \(String($0, radix: 16))" } ?? "\(nonce) \(line)"
+    }
 
     init?(text: String) {
         let parts = text.split(separator: " ")
-        guard (1...2).contains(parts.count), !parts[0].isEmpty else { return nil }
+        guard (1...3).contains(parts.count), !parts[0].isEmpty else { return nil }
         nonce = String(parts[0])
-        if parts.count == 2 {
+        if parts.count >= 2 {
             guard let n = Int(parts[1]), n >= 0 else { return nil }
             line = n
+        }
+        if parts.count == 3 {
+            guard let h = UInt64(parts[2], radix: 16) else { return nil }
+            prefix = h
         }
     }
 }

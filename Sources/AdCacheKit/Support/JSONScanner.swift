@@ -406,6 +406,18 @@ struct JSONScanner {
         return out
     }
 
+    // Checks: the value is what the reader of that kind would take, nothing built (a
+    // selection read of the index checks the fields it does not keep: SPEC §6 v4).
+    mutating func checkString() throws { try skipString() }
+    mutating func checkOptString() throws { if try !null() { try skipString() } }
+    mutating func checkOptInt() throws { if try !null() { _ = try int() } }
+    mutating func checkOptDouble() throws { if try !null() { _ = try double() } }
+    mutating func checkStrings() throws { try array { s in try s.skipString() } }
+    /// An object whose every value passes `value`.
+    mutating func checkObject(_ value: (inout JSONScanner) throws -> Void) throws {
+        try members(key: { try $0.skipString() }) { s, _ in try value(&s) }
+    }
+
     // Optional readers: null is nil.
     mutating func optString() throws -> String? { try null() ? nil : string() }
     mutating func optInt() throws -> Int64? { try null() ? nil : int() }
