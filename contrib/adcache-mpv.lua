@@ -21,6 +21,24 @@ local skip_offset = tonumber(os.getenv("ADCACHE_SKIP_OFFSET") or "")
 local adcache = os.getenv("ADCACHE") or "adcache"
 local show = os.getenv("ADCACHE_SHOW") or ""
 local sent = {}
+-- A VAST video's `progress` offsets (ADCACHE_PROGRESS, seconds, comma-separated): when the
+-- position passes one or more, `adcache event progress ID --offset POS` queues them.
+local offsets = {}
+for o in string.gmatch(os.getenv("ADCACHE_PROGRESS") or "", "[^,]+") do
+    local n = tonumber(o)
+    if n then offsets[#offsets + 1] = n end
+end
+table.sort(offsets)
+local next_offset = 1
+
+local function progress(pos)
+    if id == "" or next_offset > #offsets or pos < offsets[next_offset] then return end
+    while next_offset <= #offsets and offsets[next_offset] <= pos do next_offset = next_offset + 1 end
+    mp.command_native({
+        name = "subprocess", args = { adcache, "event", "progress", id, "--offset", string.format("%.3f", pos) },
+        playback_only = false, capture_stdout = true, capture_stderr = false,
+    })
+end
 
 local function report(event)
     if id == "" or sent[event] then return end
@@ -44,6 +62,7 @@ mp.register_event("playback-restart", confirm)
 mp.observe_property("time-pos", "number", function(_, pos)
     if kind ~= "video" or pos == nil or sent.skip then return end
     if pos > 0 and not start_queued then report("start") end
+    progress(pos)
     local d = mp.get_property_number("duration")
     if not d or d <= 0 then return end
     if pos >= d / 4 then report("firstQuartile") end
@@ -67,6 +86,8 @@ mp.register_event("end-file", function(e)
     if e.reason == "eof" and not sent.skip then
         if kind == "video" then
             -- The last frames may come after the last position update.
+            -- Played to its end: every offset has been passed.
+            if #offsets > 0 then progress(offsets[#offsets]) end
             report("firstQuartile")
             report("midpoint")
             report("thirdQuartile")

@@ -9,6 +9,8 @@ import AdCacheKit
 /// `adcache event TYPE ID`.
 enum EventCommand: Command {
     static let at = Option.time("at", "Date the event at this time (RFC 3339 or Unix seconds) instead of now.")
+    static let offset = Option.seconds(
+        "offset", "With 'progress': the video's position, in seconds from its start.", range: 0...86400)
     static let show = Option.text(
         "show", "<token>",
         "With 'impression': the show that 'next' recorded in render mode (its 'show' token) began to render.")
@@ -18,15 +20,15 @@ enum EventCommand: Command {
         name: name,
         abstract: "Record that an ad was clicked, skipped or played to its end, and queue its trackers.",
         discussion:
-            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile; impression --show TOKEN confirms a show that 'next' recorded in render mode (without it, 'adcache next' records impressions). Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id, or no show TOKEN of it awaits its confirmation.",
+            "TYPE is click, skip or complete; for a VAST video also start, firstQuartile, midpoint or thirdQuartile; impression --show TOKEN confirms a show that 'next' recorded in render mode (without it, 'adcache next' records impressions); progress --offset SEC queues a VAST video's progress trackers up to that position. Never touches the network: 'adcache report' or the next fetch delivers the queue. Exit 65 when the cache holds no ad with that id, or no show TOKEN of it awaits its confirmation.",
         arguments: [
             (
                 "<type>",
-                "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile; impression with --show TOKEN"
+                "click, skip, complete, start, firstQuartile, midpoint, thirdQuartile; impression with --show TOKEN; progress with --offset SEC"
             ),
             ("<id>", "The ad's id, as 'next' gives it in its JSON."),
         ],
-        options: [at, show]
+        options: [at, show, offset]
     )
 
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
@@ -42,6 +44,13 @@ enum EventCommand: Command {
             return .success
         }
         if token != nil { throw args.usage("'--show' goes with 'impression' only") }
+        let position = try args.get(offset)
+        if name == "progress" {
+            guard let position else { throw args.usage("'progress' needs '--offset SEC' (the video's position)") }
+            try context.cache(at: try args.get(at)).reportProgress(id: args.positionals[1], offset: position)
+            return .success
+        }
+        if position != nil { throw args.usage("'--offset' goes with 'progress' only") }
         guard let type = AdEvent(rawValue: name) else {
             let names = AdEvent.allCases.map(\.rawValue).joined(separator: ", ")
             let why =

@@ -185,6 +185,41 @@ public final class AdCache {
         }
     }
 
+    /// A VAST video's position `offset` seconds into its last show (SPEC §10 v4): queues each
+    /// of its `progress` trackers whose offset is at most `offset` and that was not queued yet
+    /// for that show. Returns how many trackers were queued (0 when none is left).
+    @discardableResult
+    public func reportProgress(id: String, offset: Double) throws -> Int {
+        guard store.exists else { throw AdCacheError.unknownAd("no ad '\(id)' in the cache (it is empty)") }
+        guard offset.isFinite, VASTLimits.seconds.contains(offset) else {
+            throw AdCacheError.invalidRequest("the offset must be seconds from 0 to 86400")
+        }
+        let journal = store.journal
+        let pop = configuration.proofOfPlay
+        return try journal.withLock(timeout: store.lockTimeout) {
+            let index = try store.loadLocked(warn: configuration.diagnostics, repair: false).index
+            guard let ad = index.ads.first(where: { $0.id == id }) else {
+                throw AdCacheError.unknownAd("no ad '\(id)' in the cache")
+            }
+            // What was queued for its last show: the latest progress since then.
+            let lastShow = ad.lastShown ?? -.infinity
+            let log = try store.loadEvents(warn: { _ in }, setAside: false)
+            var queued: Int64 = -1
+            if let mark = log.progress[id], mark.at >= lastShow { queued = mark.upTo }
+            for r in try journal.read(warn: { _ in }) where r.id == id && r.event == "progress" && r.at >= lastShow {
+                queued = max(queued, r.upTo ?? -1)
+            }
+            let upTo = Int64((offset * 1000).rounded(.down))
+            let keys = ad.tracking.keys.filter { key in
+                VASTTrackers.progressOffset(key).map { $0 <= upTo && $0 > queued } ?? false
+            }.sorted { (VASTTrackers.progressOffset($0) ?? 0) < (VASTTrackers.progressOffset($1) ?? 0) }
+            guard !keys.isEmpty else { return 0 }
+            let record = pop.progressRecord(of: ad, keys: keys, upTo: upTo, at: moment.resolve(index))
+            try journal.append(record)
+            return record.trackers.count
+        }
+    }
+
     /// Delivers the queued events now (what `fetch` does first).
     public func report(_ options: ReportOptions = ReportOptions()) throws -> ReportResult {
         try options.validate()
@@ -632,8 +667,11 @@ public struct ShownAd: Sendable {
     /// The feed's `meta`, untouched.
     public var meta: JSONValue?
     /// The recorded show's token (nil when peeking, or when the show was not recorded): what
-    /// confirms a render-mode show (`AdCache.confirm`).
+    /// confirms a render-mode show (`AdCache.confirmImpression`).
     public var show: String?
+    /// A VAST video's `progress` offsets, in seconds, in order: where the player reports its
+    /// position (`AdCache.reportProgress`).
+    public var progress: [Double] = []
 }
 
 /// One ad as `list` shows it.

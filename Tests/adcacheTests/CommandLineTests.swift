@@ -143,7 +143,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
             Set(obj.keys) == [
                 "id", "path", "type", "placement", "duration", "skipOffset", "startQueued", "clickUrl",
                 "remainingShows",
-                "expires", "priority", "meta", "fallback", "show",
+                "expires", "priority", "meta", "fallback", "show", "progress",
             ])
         #expect(obj["skipOffset"] is NSNull, "null for an ad that is not a VAST video")
         #expect(obj["id"] as? String == "spring-sale")

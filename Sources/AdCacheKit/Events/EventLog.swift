@@ -96,6 +96,12 @@ struct EventBounds: Sendable {
     var renderTimeout: Double = 600
 }
 
+/// The last `progress` of an ad: its time, and the offset (ms) its trackers were queued to.
+struct ProgressMark: Equatable, Sendable {
+    var at: Double
+    var upTo: Int64
+}
+
 /// A show `next --render` recorded, waiting for the launcher's confirmation.
 struct AwaitingRender: Equatable, Sendable {
     var id: String
@@ -125,6 +131,9 @@ struct EventLog: Equatable, Sendable {
     /// confirmation is a warning, not an error), with when.
     var awaiting: [String: AwaitingRender] = [:]
     var confirmed: [String: Double] = [:]
+    /// Each ad's last `progress` event folded (when, and up to which millisecond): what was
+    /// queued for its show then (SPEC §10 v4).
+    var progress: [String: ProgressMark] = [:]
     /// How long a confirmed token is remembered.
     static let confirmedKept: Double = 2 * 86400
 
@@ -149,6 +158,9 @@ struct EventLog: Equatable, Sendable {
                 awaiting[token] = nil
                 confirmed[token] = r.at
             }
+            if r.event == "progress", let upTo = r.upTo, r.at >= (progress[r.id]?.at ?? -.infinity) {
+                progress[r.id] = ProgressMark(at: r.at, upTo: upTo)
+            }
             if !r.trackers.isEmpty || r.batch {
                 queue.append(
                     QueuedEvent(
@@ -169,6 +181,10 @@ struct EventLog: Equatable, Sendable {
         }
         for (token, at) in confirmed where now - at > Self.confirmedKept {
             confirmed[token] = nil
+            rendersChanged = true
+        }
+        for (id, mark) in progress where now - mark.at > Self.confirmedKept {
+            progress[id] = nil
             rendersChanged = true
         }
         let today = Time.localDay(now)
@@ -306,6 +322,18 @@ struct EventLog: Equatable, Sendable {
                         let t = try s.double()
                         if Time.isSupported(t), !token.isEmpty { log.confirmed[token] = t }
                     }
+                case "progress":
+                    try s.object { s, id in
+                        var mark = ProgressMark(at: .nan, upTo: -1)
+                        try s.object { s, key in
+                            switch key {
+                            case "at": mark.at = try s.double()
+                            case "upTo": mark.upTo = try s.int()
+                            default: try s.skip()
+                            }
+                        }
+                        if Time.isSupported(mark.at), mark.upTo >= 0, !id.isEmpty { log.progress[id] = mark }
+                    }
                 default: try s.skip()
                 }
             }
@@ -340,6 +368,18 @@ struct EventLog: Equatable, Sendable {
             w.key("confirmed")
             w.beginObject()
             for (token, at) in confirmed.sorted(by: { $0.key < $1.key }) { w.field(token, at) }
+            w.endObject()
+        }
+        if !progress.isEmpty {
+            w.key("progress")
+            w.beginObject()
+            for (id, mark) in progress.sorted(by: { $0.key < $1.key }) {
+                w.key(id)
+                w.beginObject()
+                w.field("at", mark.at)
+                w.field("upTo", mark.upTo)
+                w.endObject()
+            }
             w.endObject()
         }
         w.key("days")

@@ -45,6 +45,9 @@ struct JournalRecord: Equatable, Sendable {
     var render = false
     /// A confirmation (`rendered`): the token of the show it confirms.
     var show: String?
+    /// A `progress` event: the ad's position reported, in milliseconds; the trackers of every
+    /// offset up to it are queued for the ad's last show.
+    var upTo: Int64?
 
     /// One line of JSON, newline included.
     func line() -> [UInt8] {
@@ -63,6 +66,7 @@ struct JournalRecord: Equatable, Sendable {
         w.field("sig", rotationSignature)
         if start { w.key("start"); w.bool(true) }
         if !trackers.isEmpty { w.field("trackers", trackers) }
+        w.field("upTo", upTo)
         w.endObject()
         w.out.append(0x0A)
         return w.out
@@ -78,7 +82,7 @@ struct JournalRecord: Equatable, Sendable {
 
     /// The keys of a line as `line` writes them.
     enum Field: String, CaseIterable, Sendable {
-        case at, batch, day, event, id, nonce, render, rot, seq, show, sig, start, trackers
+        case at, batch, day, event, id, nonce, render, rot, seq, show, sig, start, trackers, upTo
     }
     static let fields = JSONKeyTable<Field>()
 
@@ -102,6 +106,7 @@ struct JournalRecord: Equatable, Sendable {
                 case .rot: r.rotationKey = try s.string()
                 case .seq: r.seq = try s.int()
                 case .show: r.show = try s.string()
+                case .upTo: r.upTo = try s.int()
                 case .sig: r.rotationSignature = try s.string()
                 case .start: r.start = try s.bool()
                 case .trackers:
@@ -115,7 +120,8 @@ struct JournalRecord: Equatable, Sendable {
         }
         guard FeedAd.journalEvents.contains(r.event), !r.id.isEmpty, !r.nonce.isEmpty, Time.isSupported(r.at),
             Time.supportedDays.contains(r.day), r.seq.map(AdRecord.counts.contains) ?? (r.event != "impression"),
-            !r.render || r.event == "impression", (r.show != nil) == (r.event == "rendered"), r.show?.isEmpty != true
+            !r.render || r.event == "impression", (r.show != nil) == (r.event == "rendered"), r.show?.isEmpty != true,
+            (r.upTo != nil) == (r.event == "progress"), r.upTo.map { $0 >= 0 } != false
         else { return nil }
         self = r
     }

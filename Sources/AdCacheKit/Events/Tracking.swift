@@ -63,6 +63,20 @@ extension AdCache {
             return r
         }
 
+        /// The record of a VAST video's `progress` (SPEC §10 v4): the trackers of `keys` (each
+        /// `progress@<ms>`, its `[ADPLAYHEAD]` that offset), queued up to `upTo` milliseconds.
+        func progressRecord(of ad: AdRecord, keys: [String], upTo: Int64, at t: Double) -> JournalRecord {
+            var r = JournalRecord(event: "progress", id: ad.id, at: t, day: Time.localDay(t), nonce: Self.nonce())
+            let cachebusting = Self.cachebusting()
+            r.trackers = keys.flatMap { key in
+                let macros = self.macros(key, of: ad, at: t, cachebusting: cachebusting)
+                return (ad.tracking[key] ?? []).map { Self.expand($0, macros) }
+            }
+            r.upTo = upTo
+            r.batch = false
+            return r
+        }
+
         /// The record of a VAST error (SPEC §10): `urls` called with `[ERRORCODE]` = `code`.
         func errorRecord(id: String, urls: [String], code: Int, assetURI: String?, at t: Double) -> JournalRecord {
             var r = JournalRecord(event: "error", id: id, at: t, day: Time.localDay(t), nonce: Self.nonce())
@@ -84,6 +98,8 @@ extension AdCache {
             ]
             guard let vast = ad.vast else { return m }
             let d = Double(ad.duration)
+            let progress = VASTTrackers.progressOffset(event)
+            if progress != nil { m["[EVENT]"] = "progress" }
             let playhead: Double? =
                 switch event {
                 case "start": 0
@@ -91,7 +107,7 @@ extension AdCache {
                 case "midpoint": d / 2
                 case "thirdQuartile": d * 3 / 4
                 case "complete": d
-                default: nil
+                default: progress.map { Double($0) / 1000 }
                 }
             m["[ERRORCODE]"] = event == "error" ? String(code ?? VASTCode.undefined.rawValue) : "-1"
             m["[REASON]"] = event == "verificationNotExecuted" ? "2" : "-1"

@@ -35,7 +35,9 @@ package struct FeedAd: Equatable, Sendable {
     static let trackedEvents = ["impression", "click", "skip", "complete"]
     /// The events a journal records: a feed's, and a VAST ad's (SPEC §10).
     static let journalEvents =
-        trackedEvents + ["start", "firstQuartile", "midpoint", "thirdQuartile", "error", "notUsed", "rendered"]
+        trackedEvents + [
+            "start", "firstQuartile", "midpoint", "thirdQuartile", "error", "notUsed", "rendered", "progress",
+        ]
     package static let defaultDuration = 5
     /// The countdowns a feed may ask for (SPEC §2).
     static let durationRange = 3...5

@@ -365,6 +365,7 @@ final class Selector {
             skipOffset: r.vast?.skipOffset, startQueued: r.vast != nil && r.type == .video, clickUrl: r.clickUrl,
             remainingShows: r.remainingShows,
             expires: r.expires.map(Date.init(timeIntervalSince1970:)),
-            priority: r.priority, meta: r.meta)
+            priority: r.priority, meta: r.meta,
+            progress: r.tracking.keys.compactMap(VASTTrackers.progressOffset).sorted().map { Double($0) / 1000 })
     }
 }

@@ -46,10 +46,15 @@ struct VASTTrackers: Sendable, Hashable {
     var events: [String: [String]] = [:]
     var click: [String] = []
 
+    /// `progress` trackers with their `offset` as the document gives it (`HH:MM:SS[.mmm]` or
+    /// `n%`), resolved against the InLine's `Duration` when the ad is made.
+    var progress: [ProgressTracker] = []
+
     mutating func add(_ other: VASTTrackers) {
         impression += other.impression
         error += other.error
         click += other.click
+        progress += other.progress
         for (k, v) in other.events { events[k, default: []] += v }
     }
 
@@ -63,6 +68,23 @@ struct VASTTrackers: Sendable, Hashable {
     }
 
     static let events = ["start", "firstQuartile", "midpoint", "thirdQuartile", "complete", "skip", "notUsed"]
+
+    /// A `progress` tracker (SPEC §10 v4).
+    struct ProgressTracker: Sendable, Hashable {
+        var offset: String
+        var url: String
+    }
+
+    /// A record's `tracking` key for a `progress` tracker at `milliseconds` into the ad.
+    static func progressKey(_ milliseconds: Int64) -> String { "progress@\(milliseconds)" }
+
+    /// The offset, in milliseconds, of a `tracking` key `progressKey` made; nil for another key.
+    static func progressOffset(_ key: String) -> Int64? {
+        guard key.hasPrefix("progress@"), let ms = Int64(key.dropFirst("progress@".count)),
+            (0...Int64(VASTLimits.seconds.upperBound * 1000)).contains(ms)
+        else { return nil }
+        return ms
+    }
 }
 
 /// One `Ad` of a VAST document.
@@ -181,6 +203,12 @@ struct VASTDocument: Sendable {
             for holder in [c.child("Linear"), c.child("NonLinearAds"), c.child("CompanionAds")].compactMap({ $0 }) {
                 for tracking in holder.descendants("Tracking") {
                     guard var event = tracking.attribute("event"), let url = webURL(tracking.text) else { continue }
+                    if event == "progress" {
+                        if let offset = tracking.attribute("offset") {
+                            t.progress.append(.init(offset: offset, url: url))
+                        }
+                        continue
+                    }
                     if event == "creativeView" { event = "start" }
                     if VASTTrackers.events.contains(event) { t.events[event, default: []].append(url) }
                 }
@@ -308,6 +336,28 @@ extension VASTDocument {
             universalAdId: universal.isEmpty ? nil : universal.joined(separator: ","))
         ad.tracking = all.tracking
         if !notExecuted.isEmpty { ad.tracking["verificationNotExecuted"] = notExecuted }
+        // `progress` at its offset (SPEC §10 v4): a time, or a share of the Duration, 0 to 24
+        // hours; one that is neither is ignored with a warning.
+        if type == .video {
+            for p in all.progress {
+                let text = p.offset.trimmed()
+                var seconds: Double?
+                if text.hasSuffix("%") {
+                    if let share = Double(text.dropLast()), (0...100).contains(share) {
+                        seconds = Double(duration) * share / 100
+                    }
+                } else if let t = clock(text), VASTLimits.seconds.contains(t) {
+                    seconds = t
+                }
+                guard let seconds, VASTLimits.seconds.contains(seconds) else {
+                    notes.append(
+                        "a progress tracker's offset '\(short(text))' is not a time from 0 to 24:00:00 nor a percentage; ignored"
+                    )
+                    continue
+                }
+                ad.tracking[VASTTrackers.progressKey(Int64((seconds * 1000).rounded())), default: []].append(p.url)
+            }
+        }
         if let text = inline.child("Expires")?.text {
             if let e = Double(text), VASTLimits.expires.contains(e) {
                 ad.expires = now + e
