@@ -27,6 +27,8 @@ install -Dm644 contrib/etc/adcache.conf "$root/etc/adcache.conf"
 install -d -m755 "$root/etc/adcache/keys.d"   # the publishers' minisign keys (adcache(1), SIGNED FEEDS)
 install -Dm644 contrib/systemd/adcache-fetch.service "$root/lib/systemd/system/adcache-fetch.service"
 install -Dm644 contrib/systemd/adcache-fetch.timer "$root/lib/systemd/system/adcache-fetch.timer"
+install -Dm644 contrib/systemd/adcache-verify.service "$root/lib/systemd/system/adcache-verify.service"
+install -Dm644 contrib/systemd/adcache-verify.timer "$root/lib/systemd/system/adcache-verify.timer"
 install -Dm755 contrib/adcache-launcher "$root/usr/bin/adcache-launcher"
 install -Dm644 contrib/adcache-mpv.lua "$root/usr/share/adcache/adcache-mpv.lua"
 install -Dm644 packaging/debian/copyright "$root/usr/share/doc/adcache/copyright"

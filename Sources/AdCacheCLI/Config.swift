@@ -55,8 +55,10 @@ struct Config {
     }()
 
     /// Options that say what one run does, never a standing setting (`events = true` once
-    /// made every plain `clear` delete the billing data).
-    static let runOnly = ["peek", "events", "at", "dry-run", "signature", "now"]
+    /// made every plain `clear` delete the billing data; `json = true` turned every
+    /// `AD=$(adcache next)` launcher's path into JSON). Render mode's standing setting is
+    /// `impression = render`, not the flags.
+    static let runOnly = ["peek", "events", "at", "dry-run", "signature", "now", "json", "render", "choice"]
 
     /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
     /// the user's (those that exist).

@@ -83,7 +83,7 @@ import Testing
         let shown = Adcache.call(["--config", crlf, "config"])
         #expect(shown.status == 0, "\(shown.stderr)")
         #expect(shown.lines.contains("parallel = 8") && shown.lines.contains("retries = 3"), "\(shown.stdout)")
-        for key in ["peek", "events", "at", "dry-run"] {
+        for key in ["peek", "events", "at", "dry-run", "json", "render", "choice"] {
             let f = s.dir.write("\(key).conf", "\(key) = true\n")
             let r = Adcache.call(["--config", f, "clear"])
             #expect(r.status == 64, "\(key)")

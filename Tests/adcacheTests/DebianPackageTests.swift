@@ -32,7 +32,7 @@ import Testing
         let info = sh("/usr/bin/dpkg-deb", ["-I", deb])
         for field in [
             "Package: adcache", "Version: \(AdCacheVersion.string)", "Depends: libc6 (>= 2.",
-            "libcurl4 (>= 7.68) | libcurl3-gnutls (>= 7.68)", "libssl3 | libssl1.1", "adduser",
+            "libcurl4 (>= 7.68) | libcurl3-gnutls (>= 7.68)", "libssl3 | libssl1.1", "libxml2, adduser",
         ] {
             #expect(info.stdout.contains(field), "\(field)")
         }
@@ -45,6 +45,7 @@ import Testing
             "./usr/share/bash-completion/completions/adcache", "./usr/share/zsh/vendor-completions/_adcache",
             "./usr/share/fish/vendor_completions.d/adcache.fish", "./etc/adcache.conf", "./etc/adcache/keys.d/",
             "./lib/systemd/system/adcache-fetch.service", "./lib/systemd/system/adcache-fetch.timer",
+            "./lib/systemd/system/adcache-verify.service", "./lib/systemd/system/adcache-verify.timer",
             "./usr/share/doc/adcache/copyright", "./usr/share/adcache/adcache-mpv.lua",
         ] {
             #expect(contents.contains(" \(file)\n"), "\(file)")
@@ -54,7 +55,8 @@ import Testing
         #expect(try String(contentsOfFile: control + "/conffiles", encoding: .utf8) == "/etc/adcache.conf\n")
         let postinst = try String(contentsOfFile: control + "/postinst", encoding: .utf8)
         #expect(postinst.contains("adduser --system") && postinst.contains("-m 2775 /var/cache/adcache"))
-        #expect(postinst.contains("deb-systemd-helper enable adcache-fetch.timer"))
+        #expect(postinst.contains("for timer in adcache-fetch.timer adcache-verify.timer"))
+        #expect(postinst.contains("deb-systemd-helper enable \"$timer\""))
         #expect(!postinst.contains("systemctl enable"), "enabled by its symlinks, systemd running or not")
         #expect(
             try String(contentsOfFile: control + "/prerm", encoding: .utf8).contains(

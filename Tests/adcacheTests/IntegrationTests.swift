@@ -218,7 +218,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
     func systemdUnitsVerify() throws {
         let dir = TempDir(); defer { dir.remove() }
         var paths: [String] = []
-        for unit in ["adcache-fetch.service", "adcache-fetch.timer"] {
+        for unit in ["adcache-fetch.service", "adcache-fetch.timer", "adcache-verify.service", "adcache-verify.timer"] {
             let text = try String(contentsOfFile: packageRoot + "/contrib/systemd/" + unit, encoding: .utf8)
             // The unit names the installed binary; point it at this build for the check.
             paths.append(dir.write(unit, text.replacingOccurrences(of: "/usr/bin/adcache", with: Adcache.binary)))
@@ -239,8 +239,15 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(conf.contains("cache-dir = /var/cache/adcache"))
         let checked = Adcache.call(["--config", packageRoot + "/contrib/etc/adcache.conf", "config"])
         #expect(checked.status == 0, "the shipped configuration is valid: \(checked.stderr)")
-        let timer = try String(contentsOfFile: paths[1], encoding: .utf8)
-        for directive in ["RandomizedDelaySec=", "Persistent=true"] { #expect(timer.contains(directive)) }
+        // Persistent= only where a calendar gives it something to catch up on (SPEC §9 v4).
+        for timer in [paths[1], paths[3]] {
+            let text = try String(contentsOfFile: timer, encoding: .utf8)
+            for directive in ["RandomizedDelaySec=", "Persistent=true", "OnCalendar="] {
+                #expect(text.contains(directive), "\(timer): \(directive)")
+            }
+        }
+        let verify = try String(contentsOfFile: paths[2], encoding: .utf8)
+        #expect(verify.contains("verify") && verify.contains("PrivateNetwork=yes"), "no network for verify")
     }
 
     @Test func launcherShowsTheChosenAdForItsDurationOrTheDefault() throws {
