@@ -11,15 +11,29 @@ import AdCacheKit
 public struct CommandOutput: Sendable {
     public var write: @Sendable (String) -> Void
     public var isTerminal: Bool
+    /// The systemd journal (`$JOURNAL_STREAM` names it): each line then starts with its
+    /// priority, `<3>` an error, `<4>` a warning, `<6>` the rest (sd-daemon(3), SPEC §12).
+    public var isJournal: Bool
 
-    public init(isTerminal: Bool, write: @escaping @Sendable (String) -> Void) {
+    public init(isTerminal: Bool, isJournal: Bool = false, write: @escaping @Sendable (String) -> Void) {
         self.isTerminal = isTerminal
+        self.isJournal = isJournal
         self.write = write
     }
 
+    /// True when `fd` is the stream `$JOURNAL_STREAM` names (`DEVICE:INODE`, systemd.exec(5)).
+    public static func isJournal(_ fd: Int32, journalStream: String?) -> Bool {
+        guard let parts = journalStream?.split(separator: ":"), parts.count == 2, let device = UInt64(parts[0]),
+            let inode = UInt64(parts[1])
+        else { return false }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return false }
+        return UInt64(st.st_dev) == device && UInt64(st.st_ino) == inode
+    }
+
     /// A file descriptor of this process (1 or 2).
-    public static func descriptor(_ fd: Int32) -> CommandOutput {
-        CommandOutput(isTerminal: isatty(fd) == 1) { text in
+    public static func descriptor(_ fd: Int32, isJournal: Bool = false) -> CommandOutput {
+        CommandOutput(isTerminal: isatty(fd) == 1, isJournal: isJournal) { text in
             var bytes = Array(text.utf8)
             var offset = 0
             while offset < bytes.count {
@@ -54,7 +68,8 @@ public struct CommandIO: Sendable {
 
     /// The process's own file descriptors 0, 1 and 2.
     public static var standard: CommandIO {
-        CommandIO(stdout: .descriptor(1), stderr: .descriptor(2)) {
+        let journal = CommandOutput.isJournal(2, journalStream: getenv("JOURNAL_STREAM").map { String(cString: $0) })
+        return CommandIO(stdout: .descriptor(1), stderr: .descriptor(2, isJournal: journal)) {
             var bytes: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65536)
             while true {
@@ -89,20 +104,27 @@ struct Console {
         io.stdout.write(line + "\n")
     }
 
-    func err(_ text: String) {
-        io.stderr.write(text)
+    /// Lines for standard error; under the journal each starts with `priority` (sd-daemon(3)).
+    func err(_ text: String, priority: Int = 6) {
+        guard io.stderr.isJournal else { return io.stderr.write(text) }
+        var out = ""
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast(text.hasSuffix("\n") ? 1 : 0)
+        {
+            out += "<\(priority)>" + line + "\n"
+        }
+        io.stderr.write(out)
     }
 
     func warning(_ message: String) {
         let label = colorErrors ? "\u{1B}[33mwarning:\u{1B}[0m" : "warning:"
-        err("adcache: \(label) \(oneLine(message))\n")
+        err("adcache: \(label) \(oneLine(message))\n", priority: 4)
     }
 
     func error(_ message: String, hint: String? = nil) {
         let label = colorErrors ? "\u{1B}[31merror:\u{1B}[0m" : "error:"
         var text = "adcache: \(label) \(oneLine(message))\n"
         if let hint { text += hint + "\n" }
-        err(text)
+        err(text, priority: 3)
     }
 
     func note(_ message: String) {
