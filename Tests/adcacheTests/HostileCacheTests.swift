@@ -119,6 +119,54 @@ import Testing
         sentinels.check(after: "the last fetch")
     }
 
+    /// SPEC §6 v4: a hard link a group member planted at a name root's run writes in place
+    /// (the journal, a lock file, `events.delivered`) to a file of their own elsewhere: the
+    /// file is never changed — not its bytes, not its mode (version 3 made it group-writable
+    /// before it noticed the second link) — and the name is replaced.
+    @Test(
+        .enabled(
+            if: Adcache.canSwitchUsers, "planting links as a group member needs root and setpriv (CI runs as root)"))
+    func hardLinksPlantedByAGroupMemberAreNeverChanged() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        chmod(dir.path, 0o755)
+        let cache = dir.path + "/cache"
+        #expect(mkdir(cache, 0o755) == 0)
+        #expect(chown(cache, 0, group) == 0 && chmod(cache, 0o2775) == 0)
+        let outside = dir.path + "/member"
+        #expect(mkdir(outside, 0o755) == 0 && chown(outside, member, group) == 0)
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in
+            r.path == "/feed.json"
+                ? .text(200, #"{"ads":[{"id":"a","url":"a.jpg","tracking":{"impression":["/imp"]}}]}"#)
+                : r.path == "/imp" ? .text(204, "") : .file(jpeg, for: r)
+        }
+        defer { server.stop() }
+        try #require(Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")]).status == 0)
+        let names = ["journal", "journal.lock", "index.lock", "report.lock", "events.delivered"]
+        var script = "set -e; umask 022; "
+        for name in names {
+            script += "printf 'mine %s\\n' '\(name)' > '\(outside)/\(name)'; rm -f '\(cache)/\(name)'; "
+            script += "ln '\(outside)/\(name)' '\(cache)/\(name)'; "
+        }
+        let planted = Adcache.runProgramAs(member, groups: [group], "/bin/sh", ["-c", script])
+        try #require(planted.status == 0, "planting as uid \(member): \(planted.stderr)")
+        for command in [["next"], ["event", "click", "a"], ["report"]] {
+            let run = Adcache.run(["--cache-dir", cache] + command)
+            #expect([0, 75].contains(run.status), "\(command): \(run.stderr)")
+        }
+        for name in names {
+            var st = stat()
+            #expect(stat(outside + "/" + name, &st) == 0)
+            #expect(
+                st.st_mode & 0o7777 == 0o644, "\(name) outside the cache: mode \(String(st.st_mode & 0o7777, radix: 8))"
+            )
+            #expect(
+                (try? String(contentsOfFile: outside + "/" + name, encoding: .utf8)) == "mine \(name)\n",
+                "\(name) outside the cache: its bytes")
+        }
+    }
+
     /// A fifo planted where a download resumes (`partial/<hash>.part`) or where the journal
     /// goes cannot make a run hang: nothing in the cache is opened so that it waits.
     @Test func aPlantedFifoNeverBlocksARun() throws {

@@ -272,7 +272,12 @@ struct CacheFile: Sendable, Hashable, CustomStringConvertible {
             errno = EINVAL
             return -1
         }
-        if flags & O_CREAT != 0, directory.isShared, st.st_mode & 0o060 != 0o060 {
+        // Group-writable in a shared cache — only a file of one name, and our own: a hard
+        // link a group member planted to a file elsewhere is never changed (SPEC §6 v4; the
+        // caller replaces it), checked on the open descriptor.
+        if flags & O_CREAT != 0, directory.isShared, st.st_mode & 0o060 != 0o060, st.st_nlink == 1,
+            st.st_uid == geteuid()
+        {
             fchmod(fd, (st.st_mode & 0o7777) | 0o060)
         }
         return fd
