@@ -229,6 +229,19 @@ struct SiteCacheTests {
         #expect(squid.accessLog.filter { $0.contains("HIT") }.count >= 12, "\(squid.accessLog)")
     }
 
+    /// A dead site cache is named as the proxy, not taken for a dead ad server (SPEC §12 v4).
+    @Test func aDeadProxyIsNamed() throws {
+        let origin = try Self.origin(); defer { origin.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        let proxy = "http://127.0.0.1:\(freeLoopbackPort())"
+        let r = s.run(["fetch", "--retries", "0", "--proxy", proxy, origin.url("/feed.json")])
+        #expect(r.status == 69, "\(r.stderr)")
+        #expect(r.stderr.contains("(the proxy \(proxy))"), "\(r.stderr)")
+        #expect(origin.log.isEmpty)
+        let direct = s.run(["fetch", "--retries", "0", "http://127.0.0.1:\(freeLoopbackPort())/feed.json"])
+        #expect(direct.status == 69 && !direct.stderr.contains("proxy"), "\(direct.stderr)")
+    }
+
     /// `noproxy` exempts hosts; with `proxy` configured the environment's `no_proxy` does not;
     /// without it, libcurl's `http_proxy` applies.
     @Test func noproxyAndTheEnvironment() throws {

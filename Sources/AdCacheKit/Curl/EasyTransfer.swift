@@ -106,8 +106,13 @@ final class EasyTransfer {
     static let protocolsOption = CURLoption(rawValue: 181)
     static let redirectProtocolsOption = CURLoption(rawValue: 182)
 
+    /// The proxy this transfer goes through, as configured or as libcurl's environment gives
+    /// it (`https_proxy`, `http_proxy`, `all_proxy`): what a connection failure names.
+    private var proxy: String?
+
     private func configure(_ s: TransferSettings) {
         refuse = s.refuseOption
+        proxy = s.proxy ?? Self.environmentProxy(for: request.url)
         set(CURLOPT_URL, request.url, "CURLOPT_URL")
         set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
         set(CURLOPT_FOLLOWLOCATION, request.followRedirects ? 1 : 0, "CURLOPT_FOLLOWLOCATION")
@@ -433,7 +438,7 @@ final class EasyTransfer {
             adc_easy_getinfo_long(api.getinfo, handle, CURLINFO_OS_ERRNO, &osErrno)
             response.error = Self.map(
                 code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes,
-                osErrno: Int32(truncatingIfNeeded: osErrno))
+                osErrno: Int32(truncatingIfNeeded: osErrno), proxy: proxy)
         } else if response.status == 304 {
             response.error = nil
         } else if !(200...299).contains(response.status) {
@@ -460,16 +465,33 @@ final class EasyTransfer {
             ? api.easyStrerror(code).map { String(cString: $0) } ?? "libcurl error \(code.rawValue)" : text
     }
 
-    private func hostOf(_ url: String) -> String {
+    private func hostOf(_ url: String) -> String { Self.hostOf(url) }
+
+    static func hostOf(_ url: String) -> String {
         guard let r = url.firstRange(of: "://") else { return url }
         return String(url[r.upperBound...].prefix { $0 != "/" && $0 != ":" })
     }
 
-    static func map(_ code: CURLcode, message: String, host: String, limit: Int64, osErrno: Int32 = 0)
-        -> TransferError
-    {
+    /// libcurl's proxy from the environment for `url` (as it reads it: `no_proxy` aside).
+    static func environmentProxy(for url: String) -> String? {
+        let https = url.lowercased().hasPrefix("https:")
+        let names = (https ? ["https_proxy", "HTTPS_PROXY"] : ["http_proxy"]) + ["all_proxy", "ALL_PROXY"]
+        for name in names {
+            if let v = getenv(name), v.pointee != 0 { return String(cString: v) }
+        }
+        return nil
+    }
+
+    /// A failure as the one table sees it. `proxy`: the proxy the transfer went through, which
+    /// a connection failure names (a dead site cache is not a dead ad server, SPEC §12).
+    static func map(
+        _ code: CURLcode, message: String, host: String, limit: Int64, osErrno: Int32 = 0, proxy: String? = nil
+    ) -> TransferError {
         switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .couldNotResolve(host)
+        case CURLE_COULDNT_RESOLVE_PROXY: return .couldNotResolve("the proxy \(proxy.map(Self.hostOf) ?? host)")
+        case CURLE_COULDNT_RESOLVE_HOST: return .couldNotResolve(host)
+        case CURLE_COULDNT_CONNECT where proxy != nil:
+            return .couldNotConnect("\(message) (the proxy \(proxy!))")
         case CURLE_COULDNT_CONNECT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
             return .couldNotConnect(message)
         case CURLE_OPERATION_TIMEDOUT:
