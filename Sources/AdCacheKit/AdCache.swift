@@ -155,21 +155,19 @@ public final class AdCache {
                 throw AdCacheError.unknownAd("no ad '\(id)' in the cache")
             }
             let t = moment.resolve(index)
+            // Decided by the fold's own rule, on the real clock (never a preview's `--at`):
+            // the queue as the journal would leave it now, and the token awaiting in it.
             let records = try journal.read(warn: { _ in })
-            let log = try store.loadEvents(warn: { _ in }, setAside: false)
-            if records.contains(where: { $0.event == "rendered" && $0.show == token }) || log.confirmed[token] != nil {
-                return false
-            }
-            let show: (id: String, at: Double)? =
-                records.first { $0.event == "impression" && $0.render && $0.nonce == token }.map { ($0.id, $0.at) }
-                ?? log.awaiting[token].map { ($0.id, $0.at) }
-            guard let show, show.id == id else {
-                throw AdCacheError.unknownAd("show \(token) of ad '\(id)' is not awaiting its confirmation")
-            }
-            guard t - show.at <= pop.renderTimeout else {
-                throw AdCacheError.unknownAd(
-                    "show \(token) of ad '\(id)' is older than render-timeout (\(Int(pop.renderTimeout)) s); it counts as unrendered"
-                )
+            var log = try store.loadEvents(warn: { _ in }, setAside: false)
+            let wasRendered = records.contains { $0.event == "impression" && $0.render && $0.nonce == token }
+            log.fold(records, bounds: pop.bounds, now: moment.trusted(index))
+            if log.confirmed[token] != nil { return false }
+            guard let show = log.awaiting[token], show.id == id else {
+                let why =
+                    wasRendered && !records.contains(where: { $0.nonce == token && $0.id != id })
+                    ? "is older than render-timeout (\(Int(pop.renderTimeout)) s); it counts as unrendered"
+                    : "is not awaiting its confirmation (unknown, another ad's, or older than render-timeout)"
+                throw AdCacheError.unknownAd("show \(token) of ad '\(id)' \(why)")
             }
             // `verificationNotExecuted` at the ad's first confirmed show.
             var first = ad
@@ -209,7 +207,8 @@ public final class AdCache {
             for r in try journal.read(warn: { _ in }) where r.id == id && r.event == "progress" && r.at >= lastShow {
                 queued = max(queued, r.upTo ?? -1)
             }
-            let upTo = Int64((offset * 1000).rounded(.down))
+            // To the nearest millisecond: 1.001 s is 1001 ms (1000.999… in binary).
+            let upTo = Int64((offset * 1000).rounded())
             let keys = ad.tracking.keys.filter { key in
                 VASTTrackers.progressOffset(key).map { $0 <= upTo && $0 > queued } ?? false
             }.sorted { (VASTTrackers.progressOffset($0) ?? 0) < (VASTTrackers.progressOffset($1) ?? 0) }

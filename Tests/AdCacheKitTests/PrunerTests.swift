@@ -86,6 +86,7 @@ import Testing
             $0.maxShows = 1; $0.shows = 1; $0.lastShown = now - 60
         }
         try f.save([expiredLongAgo, usedUpLongAgo, usedUpJustNow])
+        Self.ageAssets(f)   // downloaded long ago (a file dated lately is kept by its date)
         let report = try prune(f)
         #expect(Set(report.removed.compactMap(\.file)) == [expiredLongAgo.file!, usedUpLongAgo.file!])
         #expect(report.removed.compactMap(\.heldFile) == [usedUpJustNow.file!])

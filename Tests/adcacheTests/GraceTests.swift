@@ -42,6 +42,26 @@ import Testing
         #expect(try device.listJSON().allSatisfy { $0["state"] as? String == "pending" })
     }
 
+    /// A feed that moves an ad's expiry into the past (a campaign ended early): the file a
+    /// launch printed a moment ago is kept by the prune after the fetch, though its record
+    /// says it expired long ago.
+    @Test func aPrintedPathSurvivesAnExpiryMovedBack() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg","expires":4102444800}]}"#
+        let device = Device(); defer { device.s.remove() }
+        #expect(device.fetch(b + "/feed.json").status == 0)
+        let path = device.run(["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // Downloaded long ago, as a file that has served for days has been.
+        let t = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 86400, tv_nsec: 0)
+        var times = [t, t]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg","expires":1577836800}]}"#
+        #expect(device.fetch(b + "/feed.json").status == 0)
+        #expect(device.run(["prune"]).status == 0)
+        #expect(Disk.exists(path), "printed a moment ago: kept")
+    }
+
     /// A fetch killed between its commit and anything after it: the file the commit stopped
     /// naming was dated before the commit, so the next prune keeps it.
     @Test func aCrashAfterTheCommitStillKeepsTheGrace() throws {

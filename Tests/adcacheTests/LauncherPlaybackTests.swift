@@ -116,6 +116,21 @@ struct LauncherPlaybackTests {
         print("tracker log, render mode (failed viewer, then played): \(rendered); after a choice-mode next: \(chosen)")
     }
 
+    /// A launcher copied without its mpv script cannot confirm: it bills at the choice,
+    /// with a warning, rather than never.
+    @Test func withoutItsScriptTheLauncherBillsAtTheChoice() throws {
+        let kiosk = try Kiosk(feed: #"[{"id":"pic","url":"a.png","duration":3}]"#, files: ["a.png": try Self.png()])
+        defer { kiosk.s.remove() }
+        let alone = kiosk.s.dir.path + "/alone"
+        try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.launcher, toPath: alone + "/adcache-launcher")
+        let r = runProgram(alone + "/adcache-launcher", ["/opt/app/default.png"], environment: kiosk.env)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("adcache-mpv.lua not found"), "\(r.stderr)")
+        let day = try kiosk.day()
+        #expect(day["shows"] as? Int == 1 && day["impressions"] as? Int == 1, "\(day)")
+    }
+
     /// The skip key after under a second: start and skip, no quartile, no complete.
     @Test func aSkippedVideoReportsStartAndSkipOnly() throws {
         let bytes = try Self.video(seconds: 4)

@@ -197,6 +197,21 @@ import Testing
                 .isEmpty)
     }
 
+    /// An ad used up, whose file prune took on purpose, is not missing: verify passes, and
+    /// stays passing after a fetch (which does not download it again).
+    @Test func verifyDoesNotCountAUsedUpAdMissing() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let feed = Self.cache(s, [#""id":"a","maxShows":1"#])
+        #expect(s.run(["fetch", feed]).status == 0)
+        #expect(s.run(["next"]).status == 0)
+        #expect(s.run(["prune"]).status == 0)
+        for _ in 0..<2 {
+            let r = s.run(["verify"])
+            #expect(r.status == 0 && r.lines.last?.hasSuffix("0 missing") == true, "\(r.stdout)")
+            #expect(s.run(["fetch", feed]).status == 0)
+        }
+    }
+
     /// The playback events through `stats` and `report`, counted per ad per day.
     @Test func playbackEventsAreCountedAndDelivered() throws {
         let ads = try VASTTests.AdServer(); defer { ads.stop() }

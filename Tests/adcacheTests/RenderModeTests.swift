@@ -126,6 +126,27 @@ import Testing
         #expect(rig.hits("/imp") == 1)
     }
 
+    /// A show a fold already counted unrendered — also one whose fold was cut short right
+    /// after it wrote the queue — is never billed by a late confirmation: one rule decides,
+    /// the fold's, on the real clock.
+    @Test func aShowCountedUnrenderedIsNeverBilled() throws {
+        let rig = try Rig(settings: "render-timeout = 60\n")
+        defer { rig.remove() }
+        let hourAgo = String(Int(Date().timeIntervalSince1970) - 3600)
+        let token = try #require(
+            try jsonObject(rig.run(["next", "--render", "--json", "--at", hourAgo]).stdout)["show"] as? String)
+        let cut = Adcache.run(
+            ["--config", rig.conf, "--cache-dir", rig.cache, "report"],
+            environment: ["ADCACHE_CRASH_AT": "fold.afterEvents"])
+        #expect(cut.status == 222, "\(cut.stderr)")
+        let late = rig.run(["event", "impression", "a", "--show", token, "--at", hourAgo])
+        #expect(late.status == 65, "the preview's clock does not reopen it: \(late.stderr)")
+        #expect(rig.run(["report"]).status == 0)
+        #expect(rig.hits("/imp") == 0)
+        let day = try rig.day("a")
+        #expect(day["unrendered"] as? Int == 1 && day["impressions"] as? Int == 0, "\(day)")
+    }
+
     /// A VAST video's `start` waits for the confirmation too, and is counted with it.
     @Test func aVASTStartWaitsForTheConfirmation() throws {
         let rig = try Rig(vast: true)

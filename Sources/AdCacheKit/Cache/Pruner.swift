@@ -127,11 +127,18 @@ final class Pruner {
         let spaceLow = store.spaceIsLow
         let realNow = Date().timeIntervalSince1970
         /// Deleted now, or `held`: its record goes, the file stays dated now, an orphan the
-        /// sweep deletes once the grace has passed.
-        func remove(_ name: String, id: String?, reason: String, unnamedSince: Double?, clock: Double) {
+        /// sweep deletes once the grace has passed. `unnamedSince`: when, on the cache's clock,
+        /// the record stopped being showable (its expiry, its last show); nil when that is
+        /// not known (withdrawn, evicted). Past the grace by that, and by the file's date on the
+        /// real clock too: a commit that ends an ad (a feed moving its expiry back, a
+        /// withdrawal) dates the file, so a path a launch just printed is never taken sooner.
+        func remove(_ name: String, id: String?, reason: String, unnamedSince: Double?) {
             removed.insert(name)
             let bytes = store.asset(name).size ?? 0
-            if spaceLow || unnamedSince.map({ clock - $0 >= Self.supersededGrace }) == true {
+            let mtime = store.asset(name).stamp.map { Double($0.mtime) / 1e9 }
+            let byRecord = reason == "withdrawn" || unnamedSince.map { t - $0 >= Self.supersededGrace } == true
+            let byFile = mtime.map { realNow - $0 >= Self.supersededGrace } == true
+            if spaceLow || (reason != "evicted" && byRecord && byFile) {
                 report.removed.append(.init(id: id, reason: reason, file: name, bytes: bytes))
             } else {
                 report.removed.append(.init(id: id, reason: reason, file: nil, bytes: 0, heldFile: name))
@@ -143,13 +150,8 @@ final class Pruner {
             if let f = r.file, AssetName.isValid(f), !stillUsed.contains(f), !removed.contains(f) {
                 // Since when no launch can have printed it: its expiry, its last show, or
                 // (withdrawn) the commit that withdrew it, which dated the file.
-                switch reason {
-                case "expired": remove(f, id: r.id, reason: reason, unnamedSince: r.expires, clock: t)
-                case "exhausted": remove(f, id: r.id, reason: reason, unnamedSince: r.lastShown, clock: t)
-                default:
-                    let mtime = store.asset(f).stamp.map { Double($0.mtime) / 1e9 }
-                    remove(f, id: r.id, reason: reason, unnamedSince: mtime, clock: realNow)
-                }
+                let since = reason == "expired" ? r.expires : reason == "exhausted" ? r.lastShown : nil
+                remove(f, id: r.id, reason: reason, unnamedSince: since)
             } else {
                 report.removed.append(.init(id: r.id, reason: reason, file: nil, bytes: 0))
             }
@@ -169,7 +171,7 @@ final class Pruner {
                 .reduce(Int64(0)) { $0 + (store.asset($1).size ?? 0) }
             for (name, ad) in best.sorted(by: { Self.keepsBefore($1.value, $0.value) }) where total > budget {
                 let bytes = store.asset(name).size ?? 0
-                remove(name, id: ad.id, reason: "evicted", unnamedSince: nil, clock: t)
+                remove(name, id: ad.id, reason: "evicted", unnamedSince: nil)
                 total -= bytes
             }
             for i in kept.indices {

@@ -40,7 +40,11 @@ extension CacheStore {
             guard let name = r.file, AssetName.isValid(name) else {
                 // A file an earlier verify (or a lost file) took from the record: still missing
                 // on every run until a fetch downloads it again (SPEC §4).
-                if r.file == nil, ![.pending, .failed, .withdrawn].contains(r.state) {
+                // (Not one used up or expired: prune took its file on purpose, and no fetch
+                // downloads it again.)
+                if r.file == nil, ![.pending, .failed, .withdrawn].contains(r.state),
+                    r.finished(at: Date().timeIntervalSince1970) == nil
+                {
                     report.missing.append(r.id)
                     report.problems.append("ad '\(r.id)': its file is missing (the next fetch downloads it again)")
                 }

@@ -145,6 +145,11 @@ struct EventLog: Equatable, Sendable {
     mutating func fold(_ records: [JournalRecord], bounds: EventBounds, now: Double) -> Bool {
         let fresh = JournalMark.unread(records, after: lastFolded)
         for r in fresh {
+            // A confirmation counts, and bills, only the show still awaiting it: never one
+            // already counted unrendered, confirmed, or another ad's (SPEC §8).
+            if r.event == "rendered" {
+                guard let token = r.show, let show = awaiting[token], show.id == r.id else { continue }
+            }
             days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
             if r.start { days[r.day, default: [:]][r.id, default: DayCounts()].count("start") }
             if r.event == "impression" {

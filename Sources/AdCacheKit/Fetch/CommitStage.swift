@@ -81,7 +81,12 @@ extension Fetcher {
             // A file this commit stops naming, or whose ad it withdraws, may be what a launch
             // just printed (SPEC §6): dated now, before the commit (a crash after it must not
             // leave it old), for `prune` to delete once the grace has passed.
-            let shown = { (ads: [AdRecord]) in Set(ads.filter { $0.state != .withdrawn }.compactMap(\.file)) }
+            // So is a file whose ad this commit ends (a feed moving its expiry back, lowering
+            // its cap): `prune` takes it by its record's times, the file's date keeps it.
+            let t = now()
+            let shown = { (ads: [AdRecord]) in
+                Set(ads.filter { $0.state != .withdrawn && $0.finished(at: t) == nil }.compactMap(\.file))
+            }
             for name in shown(index.ads).subtracting(shown(merged)) where AssetName.isValid(name) {
                 _ = store.asset(name).touch()
             }
