@@ -9,14 +9,27 @@ import Testing
     typealias AdServer = VASTTests.AdServer
     typealias Device = VASTTests.Device
 
+    /// `feed` served and fetched, then a launch: the path it printed.
+    static func printed(_ feed: String, _ ads: AdServer, _ device: Device) throws -> String {
+        ads["/feed.json"] = feed
+        try #require(device.fetch(ads.base + "/feed.json").status == 0)
+        let path = device.run(["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(Disk.exists(path))
+        return path
+    }
+
+    /// Dates `path` `seconds` back, as a file downloaded long ago is.
+    static func age(_ path: String, by seconds: Int) {
+        let t = timespec(tv_sec: Int(Date().timeIntervalSince1970) - seconds, tv_nsec: 0)
+        var times = [t, t]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+    }
+
     @Test func aPrintedPathSurvivesAWithdrawalAndAPrune() throws {
         let ads = try AdServer(); defer { ads.stop() }
         let b = ads.base
-        ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg"}]}"#
         let device = Device(); defer { device.s.remove() }
-        #expect(device.fetch(b + "/feed.json").status == 0)
-        let path = device.run(["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(Disk.exists(path))
+        let path = try Self.printed(#"{"ads":[{"id":"a","url":"\#(b)/a.jpg"}]}"#, ads, device)
         ads["/feed.json"] = #"{"ads":[]}"#
         #expect(device.run(["fetch", "--no-progress", b + "/feed.json"]).status == 0)
         let pruned = device.run(["prune"])
@@ -30,10 +43,9 @@ import Testing
     @Test func aPrintedPathSurvivesAnEviction() throws {
         let ads = try AdServer(); defer { ads.stop() }
         let b = ads.base
-        ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg"},{"id":"p","url":"\#(b)/p.png"}]}"#
         let device = Device(); defer { device.s.remove() }
-        #expect(device.fetch(b + "/feed.json").status == 0)
-        let path = device.run(["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let path = try Self.printed(
+            #"{"ads":[{"id":"a","url":"\#(b)/a.jpg"},{"id":"p","url":"\#(b)/p.png"}]}"#, ads, device)
         let r = device.run(["prune", "--max-size", "0", "--json"])
         #expect(r.status == 0)
         let removed = try #require(try jsonObject(r.stdout)["removed"] as? [[String: Any]])
@@ -48,14 +60,9 @@ import Testing
     @Test func aPrintedPathSurvivesAnExpiryMovedBack() throws {
         let ads = try AdServer(); defer { ads.stop() }
         let b = ads.base
-        ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg","expires":4102444800}]}"#
         let device = Device(); defer { device.s.remove() }
-        #expect(device.fetch(b + "/feed.json").status == 0)
-        let path = device.run(["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        // Downloaded long ago, as a file that has served for days has been.
-        let t = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 86400, tv_nsec: 0)
-        var times = [t, t]
-        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        let path = try Self.printed(#"{"ads":[{"id":"a","url":"\#(b)/a.jpg","expires":4102444800}]}"#, ads, device)
+        Self.age(path, by: 86400)   // it has served for days
         ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg","expires":1577836800}]}"#
         #expect(device.fetch(b + "/feed.json").status == 0)
         #expect(device.run(["prune"]).status == 0)
@@ -67,14 +74,9 @@ import Testing
     @Test func aCrashAfterTheCommitStillKeepsTheGrace() throws {
         let ads = try AdServer(); defer { ads.stop() }
         let b = ads.base
-        ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a.jpg"}]}"#
         let device = Device(); defer { device.s.remove() }
-        #expect(device.fetch(b + "/feed.json").status == 0)
-        let path = device.run(["next"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        // Dated an hour back, as a file downloaded long ago is.
-        let t = timespec(tv_sec: Int(Date().timeIntervalSince1970) - 3600, tv_nsec: 0)
-        var times = [t, t]
-        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        let path = try Self.printed(#"{"ads":[{"id":"a","url":"\#(b)/a.jpg"}]}"#, ads, device)
+        Self.age(path, by: 3600)
         ads["/feed.json"] = #"{"ads":[{"id":"a","url":"\#(b)/a2.jpg"}]}"#
         let crashed = Adcache.run(
             ["--config", device.conf, "--cache-dir", device.s.cache, "fetch", "--no-progress", b + "/feed.json"],
