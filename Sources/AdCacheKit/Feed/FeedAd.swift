@@ -30,6 +30,8 @@ package struct FeedAd: Equatable, Sendable {
     /// A VAST video's playable media files, best first (element 0 is `url`): the next one is
     /// tried when one fails for good (SPEC §10 (v4) *The next rendition*). Empty otherwise.
     var renditions: [VASTRendition] = []
+    /// `rollout`: the percentage of devices that take this ad (SPEC §2 v4); nil, every device.
+    var rollout: Int64?
 
     /// The events a feed may track.
     static let trackedEvents = ["impression", "click", "skip", "complete"]
@@ -72,6 +74,8 @@ struct Feed: Sendable {
     var isVAST = false
     /// The root VAST document, read by the parse stage, its ads resolved by the VAST stage.
     var vastRoot: VASTDocument?
+    /// Ads a staged rollout left out on this device (SPEC §2): not broken ads.
+    var rolledOut = 0
     /// How many ads the feed lists, those skipped included (a `"vast"` tag or a root
     /// document's `Ad` counts one): a feed that lists some and yields none is refused (SPEC §2).
     var listed = 0

@@ -233,6 +233,17 @@ struct FeedParser: Sendable {
                     Diagnostic(.feed, ad: id, "ad '\(id)': dropping \"clickUrl\": not an http or https URL"))
             }
         }
+        if let v = present(o["rollout"]) {
+            if let r = v.integerValue, (1...100).contains(r) {
+                ad.rollout = r
+            } else {
+                warnings.append(
+                    Diagnostic(
+                        .feed, ad: id,
+                        "ad '\(id)': ignoring \"rollout\": it must be a whole number from 1 to 100 (the ad goes to every device)"
+                    ))
+            }
+        }
         if let v = present(o["weight"]) {
             if let w = v.integerValue, FeedAd.weightRange.contains(w) {
                 ad.weight = w

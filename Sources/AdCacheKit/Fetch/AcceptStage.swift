@@ -113,6 +113,7 @@ extension Fetcher {
                 throw AdCacheError.tryAgainLater("interrupted while reading the feed's VAST documents; nothing changed")
             }
             if signed != nil, download.body != nil || kept != nil { judge.signedAds(&feed) }
+            if download.body != nil || kept != nil { judge.rolloutStage(&feed) }
             warnings = feed.warnings
             try Self.requireUsableAd(feed, request.feedText)
             return .accepted(
@@ -131,11 +132,65 @@ extension Fetcher {
     /// refused whole — 65, or 75 when a wrapped VAST document failed for a transient reason.
     /// An empty list still withdraws everything.
     static func requireUsableAd(_ feed: Feed, _ feedText: String) throws {
-        guard feed.listed > 0, feed.ads.isEmpty else { return }
+        guard feed.listed > 0, feed.ads.isEmpty, feed.rolledOut == 0 else { return }
         let first = feed.warnings.first { $0.message.hasPrefix("skipping ") }.map {
             "; first: " + $0.message.dropFirst("skipping ".count)
         }
         let message = "no ad of the feed \(feedText) can be used (\(feed.listed) skipped\(first ?? ""))"
         throw feed.vastTransientFailures > 0 ? AdCacheError.tryAgainLater(message) : AdCacheError.feedInvalid(message)
+    }
+}
+
+/// Staged rollouts (SPEC §2 v4 `rollout`, §13): a device takes an ad when the first 8 bytes of
+/// SHA-256(`<device id>` + "\n" + `<ad id>`), read as a big-endian unsigned integer, modulo
+/// 100, are less than its `rollout` — so an ad server can predict which devices take it, and
+/// raising the percentage only adds devices. An ad this device does not take is as if the
+/// feed did not list it (not downloaded; withdrawn if it was cached).
+extension Fetcher {
+    func rolloutStage(_ feed: inout Feed) {
+        guard feed.ads.contains(where: { $0.rollout != nil }), let device = try? store.deviceId(proofOfPlay) else {
+            return
+        }
+        feed.ads.removeAll { ad in
+            guard let rollout = ad.rollout, !Self.takes(device: device, ad: ad.id, rollout: rollout) else {
+                return false
+            }
+            feed.rolledOut += 1
+            return true
+        }
+    }
+
+    /// SPEC §2's rule, exactly.
+    static func takes(device: String, ad: String, rollout: Int64) -> Bool {
+        guard let hex = try? SHA256Hasher.hex(bytes: Array((device + "\n" + ad).utf8)),
+            let n = UInt64(hex.prefix(16), radix: 16)
+        else { return true }
+        return Int64(n % 100) < rollout
+    }
+}
+
+extension CacheStore {
+    /// `device.id`: the id a device without `device-id` or `/etc/machine-id` made once, kept
+    /// (as `signed.serial` is) by `clear`.
+    var deviceIdFile: CacheFile { dir.file("device.id") }
+
+    /// The device's id for staged rollouts: the configured `device-id`, else
+    /// `/etc/machine-id`, else one made once and kept in the cache (SPEC §13).
+    func deviceId(_ pop: AdCache.ProofOfPlay?) throws -> String {
+        if let id = pop?.deviceId, !id.isEmpty { return id }
+        if let bytes = try? FileIO.read("/etc/machine-id", limit: 4096) {
+            let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
+            if !id.isEmpty { return id }
+        }
+        if let bytes = try? deviceIdFile.read(limit: 4096) {
+            let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
+            if !id.isEmpty { return id }
+        }
+        var random = [UInt8](repeating: 0, count: 16)
+        for i in random.indices { random[i] = UInt8.random(in: 0...255) }
+        let id = random.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+            .joined()
+        try deviceIdFile.writeAtomically(Array((id + "\n").utf8))
+        return id
     }
 }

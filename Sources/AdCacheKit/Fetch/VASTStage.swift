@@ -335,6 +335,7 @@ extension Fetcher {
             a.minInterval = t.minInterval
             a.weight = t.weight
             a.schedule = t.schedule
+            a.rollout = t.rollout
             a.start = t.start
             if let e = t.expires { a.expires = min(e, a.expires ?? e) }
             if let sha = t.sha256 { a.sha256 = sha }
