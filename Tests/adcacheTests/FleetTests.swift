@@ -364,6 +364,8 @@ struct SiteCacheTests {
         r = s.run(["fetch", "--download-hours", closed, "--revalidate", origin.url("/feed.json")])
         #expect(r.status == 0)
         #expect(origin.log.count == before + 1, "the feed only: \(origin.log.suffix(4).map(\.path))")
+        // The summary counts them ready: only what waits for its first file is deferred.
+        #expect(r.stdout == "3 ads: 3 ready (3 not checked until the window opens)\n", "\(r.stdout)")
         #expect(s.run(["next"]).status == 0)
         // A window whose start is its end is a bad value.
         #expect(s.run(["fetch", "--download-hours", "10:00-10:00", origin.url("/feed.json")]).status == 64)

@@ -83,11 +83,16 @@ extension ListedAd {
 extension FetchReport {
     /// `4 ads: 3 ready (2 downloaded, 1 unchanged), 1 failed`.
     package var summary: String {
-        let ready = count(.downloaded) + count(.resumed) + count(.unchanged)
+        // An ad whose check was deferred (outside the window, over the budget) while its file
+        // serves is ready, not deferred: only what waits for its first file is (SPEC §12).
+        let kept = ads.filter { $0.deferred && $0.olderFileServes }.count
+        let deferred = self.deferred - kept
+        let ready = count(.downloaded) + count(.resumed) + count(.unchanged) + kept
         var detail: [String] = []
         for o in [FetchReport.Outcome.downloaded, .resumed, .unchanged] where count(o) > 0 {
             detail.append("\(count(o)) \(o.rawValue)")
         }
+        if kept > 0 { detail.append("\(kept) not checked until the window opens") }
         var parts = ["\(ready) ready" + (detail.isEmpty ? "" : " (\(detail.joined(separator: ", ")))")]
         for o in [FetchReport.Outcome.failed, .pending, .expired, .exhausted] {
             let these = ads.filter { $0.outcome == o && !$0.deferred }
