@@ -29,7 +29,9 @@ let package = Package(
         .target(name: "AdCacheKit", dependencies: ["CCurl", "CCrypto", "CXML"], exclude: ["README.md"]),
         // The command line as a function (`CLI.run`), so that tests run it in-process.
         .target(name: "AdCacheCLI", dependencies: ["AdCacheKit"]),
-        .executableTarget(name: "adcache", dependencies: ["AdCacheCLI"]),
+        // The arguments from the C runtime, not /proc (a chroot without it, SPEC §6).
+        .target(name: "CArgs"),
+        .executableTarget(name: "adcache", dependencies: ["AdCacheCLI", "CArgs"]),
         .target(name: "TestSupport", dependencies: ["AdCacheKit", "AdCacheCLI"], path: "Tests/TestSupport"),
         .testTarget(name: "AdCacheKitTests", dependencies: ["AdCacheKit", "TestSupport"]),
         .testTarget(

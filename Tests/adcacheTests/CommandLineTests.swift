@@ -454,3 +454,29 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(b != nil && b?.contains("still serves") == false, "\(list.stdout)")
     }
 }
+
+/// SPEC §6 v4 *No /proc needed*: in a chroot during an image build there is no /proc; adcache
+/// reads its arguments all the same (Swift's CommandLine reads /proc/self/cmdline on Linux;
+/// adcache takes them from the C runtime). Run in a mount namespace whose /proc is empty.
+@Suite struct NoProcTests {
+    @Test(
+        .enabled(
+            if: getuid() == 0 && available("/usr/bin/unshare"),
+            "a mount namespace needs root and unshare (CI runs as root)"))
+    func everyCommandReadsItsArgumentsWithoutProc() throws {
+        let s = Sandbox(); defer { s.remove() }
+        let script = """
+            mount -t tmpfs tmpfs /proc || exit 99
+            test -e /proc/self/cmdline && exit 98
+            "$0" --version || exit 1
+            "$0" --cache-dir "$1" fetch --no-progress "$2" || exit 2
+            "$0" --cache-dir "$1" next --json || exit 3
+            """
+        let r = runProgram(
+            "/usr/bin/unshare",
+            ["-m", "/bin/sh", "-c", script, Adcache.binary, s.cache, packageRoot + "/Examples/feed.json"])
+        #expect(r.status == 0, "\(r.status): \(r.stdout) \(r.stderr)")
+        #expect(r.stdout.hasPrefix("adcache "), "\(r.stdout)")
+        #expect(r.stdout.contains("\"id\":\"spring-sale\""), "the launch chose, its arguments read: \(r.stdout)")
+    }
+}
