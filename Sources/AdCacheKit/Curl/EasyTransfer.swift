@@ -491,7 +491,7 @@ final class EasyTransfer {
         case CURLE_COULDNT_RESOLVE_PROXY: return .couldNotResolve("the proxy \(proxy.map(Self.hostOf) ?? host)")
         case CURLE_COULDNT_RESOLVE_HOST: return .couldNotResolve(host)
         case CURLE_COULDNT_CONNECT where proxy != nil:
-            return .couldNotConnect("\(message) (the proxy \(proxy!))")
+            return .proxyUnreachable("\(proxy!): \(message)")
         case CURLE_COULDNT_CONNECT, CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
             return .couldNotConnect(message)
         case CURLE_OPERATION_TIMEDOUT:

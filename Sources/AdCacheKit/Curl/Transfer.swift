@@ -80,6 +80,8 @@ struct TransferSettings: Sendable {
 enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case couldNotResolve(String)
     case couldNotConnect(String)
+    /// The proxy the transfer goes through could not be reached (SPEC §12): its URL, and why.
+    case proxyUnreachable(String)
     case timedOut
     case stalled
     case tls(String)
@@ -110,6 +112,7 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .couldNotResolve(let h): return "could not resolve host \(h)"
         case .couldNotConnect(let t): return "could not connect: \(t)"
+        case .proxyUnreachable(let t): return "cannot reach the proxy \(t)"
         case .timedOut: return "timed out"
         case .stalled: return "stalled (under 1 KiB/s for too long)"
         case .tls(let t): return "TLS failure: \(t)"
@@ -151,7 +154,8 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
         case .httpStatus(let s): return (400...499).contains(s) && s != 408 && s != 429 ? .permanent : .transient
         case .tooLarge, .refusedScheme, .fileNotFound, .tooManyRedirects, .malformedURL: return .permanent
         case .writeFailed, .deadline, .interrupted, .libcurlRefused, .other: return .local
-        case .couldNotResolve, .couldNotConnect, .timedOut, .stalled, .tls, .truncated, .libcurl, .oddReply:
+        case .couldNotResolve, .couldNotConnect, .proxyUnreachable, .timedOut, .stalled, .tls, .truncated, .libcurl,
+            .oddReply:
             return .transient
         }
     }
