@@ -213,6 +213,45 @@ import Testing
         #expect(r.stderr.split(separator: "\n").count < 10, "a few lines, not one a chain: \(r.stderr.count) bytes")
     }
 
+    /// SIGINT while the feed's VAST documents are read: nothing changes — the ads a tag gave
+    /// before stay ready, not withdrawn for want of the documents not read yet — and the
+    /// signal's exit status wins (SPEC §5, §6).
+    @Test func aSignalWhileVASTIsReadChangesNothing() throws {
+        let slow = Locked(false)
+        let base = Locked("")
+        let server = try LoopbackServer { r in
+            let b = base.value
+            switch r.path {
+            case "/feed.json":
+                return .text(200, #"{"ads":[{"id":"good","url":"\#(b)/g.jpg"},{"id":"tag","vast":"\#(b)/v.xml"}]}"#)
+            case "/g.jpg": return .file(Media.jpeg(), for: r, etag: "\"g\"")
+            case "/v.xml":
+                var response = LoopbackServer.Response.text(200, VASTTests.inline(b), contentType: "application/xml")
+                if slow.value { response.delay = 4 }
+                return response
+            default: return .file(Media.mp4(), for: r)
+            }
+        }
+        defer { server.stop() }
+        base.value = server.url("")
+        let dir = TempDir(); defer { dir.remove() }
+        let cache = dir.path + "/cache"
+        try #require(Adcache.run(["--cache-dir", cache, "fetch", server.url("/feed.json")]).status == 0)
+        let before = try Self.snapshot(cache)
+        slow.value = true
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Adcache.binary)
+        p.arguments = ["--cache-dir", cache, "fetch", "--no-progress", server.url("/feed.json")]
+        p.standardError = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        usleep(1_000_000)   // the feed is read; its document does not come for four seconds
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 130)
+        #expect(try Self.snapshot(cache) == before, "the cache unchanged: the tag's ad is not withdrawn")
+    }
+
     // MARK: §10 Wrapped documents stay fresh
 
     /// A root wrapper that answers 304 still brings a changed InLine: the wrapped document is

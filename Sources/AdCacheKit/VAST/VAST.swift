@@ -456,12 +456,6 @@ extension VASTDocument {
         }
     }
 
-    /// The media file for this device: the first of `rankMedia`.
-    static func chooseMedia(_ files: [XMLElement], _ options: VASTOptions) -> (url: String, fileSize: Int64?)? {
-        var notes: [String] = []
-        return rankMedia(files, options, &notes).first.map { ($0.url, $0.fileSize) }
-    }
-
     /// `text` as a whole number in `range`: nil when absent, and nil with a line in `notes`
     /// when it does not parse or lies outside the range.
     static func bounded<T: FixedWidthInteger>(
