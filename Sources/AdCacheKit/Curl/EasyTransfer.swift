@@ -106,13 +106,13 @@ final class EasyTransfer {
     static let protocolsOption = CURLoption(rawValue: 181)
     static let redirectProtocolsOption = CURLoption(rawValue: 182)
 
-    /// The proxy this transfer goes through, as configured or as libcurl's environment gives
-    /// it (`https_proxy`, `http_proxy`, `all_proxy`): what a connection failure names.
+    /// The proxy configured for this transfer: what a connection failure names (else the
+    /// environment's, looked up only then).
     private var proxy: String?
 
     private func configure(_ s: TransferSettings) {
         refuse = s.refuseOption
-        proxy = s.proxy ?? Self.environmentProxy(for: request.url)
+        proxy = s.proxy
         set(CURLOPT_URL, request.url, "CURLOPT_URL")
         set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
         set(CURLOPT_FOLLOWLOCATION, request.followRedirects ? 1 : 0, "CURLOPT_FOLLOWLOCATION")
@@ -438,7 +438,9 @@ final class EasyTransfer {
             adc_easy_getinfo_long(api.getinfo, handle, CURLINFO_OS_ERRNO, &osErrno)
             response.error = Self.map(
                 code, message: errorText(code), host: hostOf(request.url), limit: request.maxBytes,
-                osErrno: Int32(truncatingIfNeeded: osErrno), proxy: proxy)
+                osErrno: Int32(truncatingIfNeeded: osErrno),
+                proxy: [CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_PROXY].contains(code)
+                    ? proxy ?? Self.environmentProxy(for: request.url) : nil)
         } else if response.status == 304 {
             response.error = nil
         } else if !(200...299).contains(response.status) {

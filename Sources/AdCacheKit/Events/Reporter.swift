@@ -79,7 +79,7 @@ final class Reporter {
         var deliveries: [Delivery] = []
         var requests: [TransferRequest] = []
         for e in log.queue {
-            for (position, url) in e.trackersLeft where allowed(url) {
+            for (position, url) in e.trackers.enumerated() where !e.done.contains(position) && allowed(url) {
                 deliveries.append(.tracker(nonce: e.nonce, url: url, position: position))
                 requests.append(TransferRequest(url: url, destination: .discard, maxBytes: .max))
             }

@@ -63,6 +63,14 @@ extension AdCache {
             return r
         }
 
+        /// The record of a show `next --render` records: counted as a show, its impression
+        /// queued only by its confirmation (SPEC §8); its nonce is the show's token.
+        func renderRecord(of ad: AdRecord, at t: Double) -> JournalRecord {
+            var r = JournalRecord(event: "impression", id: ad.id, at: t, day: Time.localDay(t), nonce: Self.nonce())
+            r.render = true
+            return r
+        }
+
         /// The record of a VAST video's `progress` (SPEC §10 v4): the trackers of `keys` (each
         /// `progress@<ms>`, its `[ADPLAYHEAD]` that offset), queued up to `upTo` milliseconds.
         func progressRecord(of ad: AdRecord, keys: [String], upTo: Int64, at t: Double) -> JournalRecord {

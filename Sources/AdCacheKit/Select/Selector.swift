@@ -298,14 +298,12 @@ final class Selector {
                 // here: copying 10,000 records under the lock is what launches would wait for).
                 var ad = index.ads[choice.position]
                 loaded.complete(&ad, at: choice.position)
-                var record = proofOfPlay.record("impression", of: ad, at: t, reportUrl: index.reportUrl)
-                if options.render {
-                    // Counted as a show; the impression waits for the launcher (SPEC §8).
-                    record.trackers = []
-                    record.batch = false
-                    record.start = false
-                    record.render = true
-                }
+                // In render mode counted as a show only: the impression (its trackers, its place
+                // in a batch, a VAST start) waits for the launcher (SPEC §8), so none is made.
+                var record =
+                    options.render
+                    ? proofOfPlay.renderRecord(of: ad, at: t)
+                    : proofOfPlay.record("impression", of: ad, at: t, reportUrl: index.reportUrl)
                 let seq = min(index.showSeq + 1, AdRecord.counts.upperBound)
                 record.seq = seq
                 record.rotationKey = choice.rotation?.key
