@@ -26,7 +26,7 @@ demo: build
 
 # The tests (mandoc lints the man page; nginx serves the big-file test).
 test:
-	@scripts/deps.sh mandoc openssl zsh fish bsdutils tzdata systemd dpkg-dev fakeroot lintian minisign squid mpv python3
+	@scripts/deps.sh mandoc openssl zsh fish bsdutils tzdata systemd dpkg-dev fakeroot lintian minisign squid mpv python3 prometheus prometheus-node-exporter
 	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
 	$(SWIFT) build
 	$(SWIFT) test

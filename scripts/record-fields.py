@@ -64,6 +64,7 @@ FIELDS = [
     ("placement", "string", True),
     ("priority", "int", True),
     ("retryAt", "optDouble", True),
+    ("rollout", "optInt", False),
     ("sha256", "optString", False),
     ("showDay", "custom", True, "r.showDay = try s.optInt().map(Int.init)", 'w.field("showDay", showDay)'),
     ("shows", "int", True),
@@ -98,7 +99,7 @@ FIELDS = [
 # the feed's ad, `feedAd` gives them back (a 304 of the feed). (The rest of the carry-over —
 # id, url, type — has rules of its own, written there.)
 FROM_FEED = ["placement", "sha256", "start", "expires", "maxShows", "maxShowsPerDay", "minInterval", "duration",
-             "priority", "clickUrl", "meta", "weight", "schedule", "tracking", "vast"]
+             "priority", "clickUrl", "meta", "weight", "schedule", "tracking", "vast", "rollout"]
 
 # Where a selection field lives in `AdRecord` when not under its own name, for the selection
 # digest (`index.sel`, Cache/SelectionDigest.swift), which stores each record's selection

@@ -41,15 +41,7 @@ enum ExitCode: Int32 {
 
     /// The code a library error ends the command with.
     init(_ error: AdCacheError) {
-        switch error {
-        case .invalidRequest: self = .usage
-        case .feedInvalid, .unknownAd: self = .dataError
-        case .feedUnreachable: self = .unavailable
-        case .libraryMissing: self = .software
-        case .cacheUnwritable: self = .cantCreate
-        case .io: self = .ioError
-        case .busy, .tryAgainLater: self = .tempFail
-        }
+        self = ExitCode(rawValue: error.exitCode) ?? .software
     }
 }
 
@@ -89,7 +81,9 @@ struct Context {
 public enum CLI {
     static let commands: [any Command.Type] = [
         FetchCommand.self, NextCommand.self, EventCommand.self, ReportCommand.self, StatsCommand.self,
-        PruneCommand.self, ListCommand.self, WhyCommand.self, VerifyCommand.self, ClearCommand.self, ConfigCommand.self,
+        PruneCommand.self, ListCommand.self, WhyCommand.self, VerifyCommand.self, StatusCommand.self, CheckCommand.self,
+        ClearCommand.self,
+        ConfigCommand.self,
         HelpCommand.self,
         CompletionsCommand.self,
     ]
@@ -100,7 +94,7 @@ public enum CLI {
     /// proxy variables itself): `main.swift` passes only these, read with getenv(3), rather
     /// than decoding the whole environment at every launch.
     public static let environmentNames = [
-        "ADCACHE_DIR", "ADCACHE_CONFIG", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME", "NO_COLOR", "TERM",
+        "ADCACHE_DIR", "ADCACHE_CONFIG", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME", "NO_COLOR", "TERM", "TMPDIR",
     ]
 
     /// The process's values of `environmentNames`.

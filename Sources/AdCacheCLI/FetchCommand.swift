@@ -91,12 +91,9 @@ enum FetchCommand: Command {
         return path
     }
 
-    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
-        try args.noPositionals(allowed: 1)
-        // FEED: the argument, else the configured feed, else the last successful fetch's.
-        var feed = args.positionals.first ?? context.config.value("feed")
-        // A local path is remembered absolute, so that cron's bare `fetch` (run elsewhere) finds it.
-        if let f = feed, f != "-", !f.contains("://"), !f.hasPrefix("/") { feed = PathText.absolute(f) }
+    /// How the feed and its assets are read, as `fetch` and `check` share it: FEED (`-`:
+    /// standard input), the transfer settings, the feed keys and signature, VAST's settings.
+    static func feedOptions(_ feed: String?, _ args: ParsedArguments, context: Context) throws -> FetchOptions {
         var options = FetchOptions(feed: feed)
         if options.feed == "-" { options.feedContent = context.console.io.readStandardInput() }
         if let t = try args.get(timeout) { options.timeout = t }
@@ -105,24 +102,40 @@ enum FetchCommand: Command {
         if let r = try args.get(retries) { options.retries = r }
         if let s = try args.get(maxAssetSize) { options.maxAssetSize = s }
         if let s = try args.get(maxFeedSize) { options.maxFeedSize = s }
-        if let j = try args.get(jitter) { options.jitter = j }
         options.limitRate = try args.get(limitRate)
-        options.revalidate = args.has(revalidate)
-        options.warnAlways = context.console.verbose
         options.userAgent = try args.get(userAgent)
         options.headers += try args.all(header)
         options.caFile = try caFile(args)
         options.proxy = try args.get(proxy)
         options.noProxy = try args.get(noProxy)
-        options.report = !args.has(noReport)
         options.feedKeys = context.feedKeys
+        options.vast = context.config.vast
+        options.signatureFile = try args.get(signature).map(PathText.absolute)
+        return options
+    }
+
+    /// The options `feedOptions` reads.
+    static let feedOptionList: [any DeclaredOption] = [
+        timeout, deadline, parallel, retries, maxAssetSize, maxFeedSize, limitRate, header, userAgent, cacert, proxy,
+        noProxy, signature,
+    ]
+
+    static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
+        try args.noPositionals(allowed: 1)
+        // FEED: the argument, else the configured feed, else the last successful fetch's.
+        var feed = args.positionals.first ?? context.config.value("feed")
+        // A local path is remembered absolute, so that cron's bare `fetch` (run elsewhere) finds it.
+        if let f = feed, f != "-", !f.contains("://"), !f.hasPrefix("/") { feed = PathText.absolute(f) }
+        var options = try feedOptions(feed, args, context: context)
+        if let j = try args.get(jitter) { options.jitter = j }
+        options.revalidate = args.has(revalidate)
+        options.warnAlways = context.console.verbose
+        options.report = !args.has(noReport)
         options.downloadHours = try args.get(downloadHours).map {
             $0.split(separator: ",").map { String($0.trimmed()) }
         }
         options.maxDownloadPerDay = try args.get(maxDownloadPerDay)
         options.ignoreDownloadHours = args.has(now)
-        options.vast = context.config.vast
-        options.signatureFile = try args.get(signature).map(PathText.absolute)
         if args.has(progress) && args.has(noProgress) {
             throw args.usage("'--progress' and '--no-progress' cannot go together")
         }
@@ -156,12 +169,7 @@ enum FetchCommand: Command {
                 console.note("\(ad.id): \(ad.outcome.rawValue)\(ad.bytes.map { " (\(ByteSize.human($0)))" } ?? "")")
             }
         }
-        var code: ExitCode
-        switch report.status {
-        case .complete: code = .success
-        case .failedForGood: code = .dataError
-        case .tryLater: code = .tempFail
-        }
+        var code = ExitCode(rawValue: report.exitCode) ?? .software
         if report.interrupted, let sig = Signals.received {
             let n = report.partialsKept
             console.err("adcache: interrupted: \(n) download\(n == 1 ? "" : "s") kept for the next run\n")

@@ -794,6 +794,34 @@ public struct FetchReport: Sendable {
     /// True when every ad is ready, expired or used up.
     public var isComplete: Bool { status == .complete }
 
+    /// The exit code the command line ends with (SPEC §5): 0 complete, 65 an asset failed
+    /// for good, 75 something to try again later (told to wait included), 130 cancelled.
+    public var exitCode: Int32 {
+        if interrupted { return 130 }
+        switch status {
+        case .complete: return 0
+        case .failedForGood: return 65
+        case .tryLater: return 75
+        }
+    }
+
+    /// Why a run that did not complete did not, in one line (nil when it completed).
+    public var problem: String? {
+        if interrupted { return "interrupted: \(partialsKept) download\(partialsKept == 1 ? "" : "s") kept" }
+        if let until = toldToWaitUntil {
+            return "the feed server asked for no requests before \(Time.format(until.timeIntervalSince1970))"
+        }
+        if let ad = ads.first(where: { $0.outcome == .failed }) {
+            return "ad '\(ad.id)' failed: \(ad.error ?? "unknown error")"
+        }
+        if deadlinePassed { return "the deadline passed: \(partialsKept) download(s) kept for the next run" }
+        if vastTransientFailures > 0 { return "\(vastTransientFailures) VAST document(s) could not be fetched for now" }
+        if let ad = ads.first(where: { $0.outcome == .pending && !$0.deferred }) {
+            return "ad '\(ad.id)' still pending"
+        }
+        return nil
+    }
+
     /// Stopped by `isCancelled` (what finished is committed).
     public var interrupted = false
     /// The deadline passed (what finished is committed).

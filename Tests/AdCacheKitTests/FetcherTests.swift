@@ -86,7 +86,8 @@ final class FetchHarness: @unchecked Sendable {
         let root = store.directory
         guard let e = FileManager.default.enumerator(atPath: root) else { return out }
         while let p = e.nextObject() as? String {
-            if p.hasSuffix(".lock") { continue }
+            // The locks, and the run's record for `status` (SPEC §3: every run writes it).
+            if p.hasSuffix(".lock") || p == "fetch.last" { continue }
             if let d = FileManager.default.contents(atPath: root + "/" + p) { out[p] = d }
         }
         return out

@@ -11,9 +11,12 @@ import Testing
     typealias Device = VASTTests.Device
 
     /// The cache's regular files and their bytes (lock files aside).
+    /// Every file but the locks and `fetch.last`, the run's record for `status`, which every
+    /// run writes, a refused one too (SPEC §3).
     static func snapshot(_ cache: String) throws -> [String: [UInt8]] {
         var out: [String: [UInt8]] = [:]
-        for path in try FileManager.default.subpathsOfDirectory(atPath: cache) where !path.hasSuffix(".lock") {
+        for path in try FileManager.default.subpathsOfDirectory(atPath: cache)
+        where !path.hasSuffix(".lock") && path != "fetch.last" {
             var st = stat()
             guard lstat(cache + "/" + path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
             out[path] = Array(try Data(contentsOf: URL(fileURLWithPath: cache + "/" + path)))

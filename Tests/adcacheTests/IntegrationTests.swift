@@ -78,7 +78,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.stdout.contains("3:image video\n"))
         #expect(r.stdout.contains("4:--parallel\n"))
         #expect(
-            r.stdout.contains("5:fetch next event report stats prune list why verify clear config help completions\n"))
+            r.stdout.contains(
+                "5:fetch next event report stats prune list why verify status check clear config help completions\n"))
         #expect(r.stdout.contains("6:click complete\n"))
     }
 

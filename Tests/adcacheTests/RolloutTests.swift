@@ -83,4 +83,38 @@ import Testing
             #expect(try device.listJSON().first?["state"] as? String == "ready", "\(bad): every device takes it")
         }
     }
+
+    /// `why` names the rule `rollout` for every ad that has one, with this device's value:
+    /// passing for an ad the device takes; failing for one cached before and now left out
+    /// (withdrawn); an ad never cached is not listed.
+    @Test(.enabled(if: available("/usr/bin/python3"), "python3 is not installed (make test installs it)"))
+    func whyNamesTheRolloutRule() throws {
+        let ads = try AdServer(); defer { ads.stop() }
+        let b = ads.base
+        let ids = (1...20).map { "ad-\($0)" }
+        let device = Device("device-id = kiosk-17\n"); defer { device.s.remove() }
+        ads["/feed.json"] = Self.feed(b, ids, rollout: "60")
+        #expect(device.fetch(b + "/feed.json").status == 0)
+        let at60 = try Self.expected(device: "kiosk-17", ids: ids, rollout: 60)
+        ads["/feed.json"] = Self.feed(b, ids, rollout: "20")
+        #expect(device.fetch(b + "/feed.json").status == 0)
+        let at20 = try Self.expected(device: "kiosk-17", ids: ids, rollout: 20)
+        let why = try jsonObject(device.run(["why", "--json"]).stdout)
+        var listed: [String: (pass: Bool, detail: String)] = [:]
+        for ad in why["ads"] as? [[String: Any]] ?? [] {
+            let rules = ad["rules"] as? [[String: Any]] ?? []
+            let rule = try #require(rules.first { $0["rule"] as? String == "rollout" }, "\(ad)")
+            listed[ad["id"] as? String ?? ""] = (rule["pass"] as? Bool ?? false, rule["detail"] as? String ?? "")
+        }
+        #expect(Set(listed.keys) == at60, "the ads cached at 60%, never the others")
+        for (id, rule) in listed {
+            #expect(rule.pass == at20.contains(id), "\(id): \(rule)")
+            #expect(rule.detail.hasSuffix(at20.contains(id) ? "under 20%" : "20%: left out"), "\(id): \(rule.detail)")
+        }
+        for id in at60.subtracting(at20) {
+            #expect(try device.record(id)?["state"] as? String == "withdrawn")
+        }
+        let human = device.run(["why", at20.sorted().first ?? "ad-1"])
+        #expect(human.stdout.contains("rollout"), "\(human.stdout)")
+    }
 }

@@ -130,9 +130,11 @@ struct SignedFeedTests {
         }
 
         /// The cache's regular files, by path, with their bytes.
+        /// Every file but `fetch.last`, the run's record for `status`, which a refused run
+        /// writes too (SPEC §3).
         func snapshot() throws -> [String: [UInt8]] {
             var out: [String: [UInt8]] = [:]
-            for path in try FileManager.default.subpathsOfDirectory(atPath: s.cache) {
+            for path in try FileManager.default.subpathsOfDirectory(atPath: s.cache) where path != "fetch.last" {
                 var st = stat()
                 guard lstat(s.cache + "/" + path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
                 out[path] = Array(try Data(contentsOf: URL(fileURLWithPath: s.cache + "/" + path)))
@@ -223,6 +225,11 @@ struct SignedFeedTests {
         #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr)")
         #expect(try fleet.snapshot() == before, "a refused feed changes nothing")
         #expect(fleet.server.requests(to: "/a.jpg").count == 1, "no asset is asked for")
+        // …but `status` says so: the run's record names its exit and its error.
+        let status = try jsonObject(fleet.run(["status", "--json"]).stdout)
+        let last = try #require(status["lastFetch"] as? [String: Any])
+        #expect(last["exit"] as? Int == Int(expected.status))
+        #expect(last["error"] as? String == expected.message, "\(last)")
     }
 
     /// A new key is rolled out before the old one is retired: while both are configured

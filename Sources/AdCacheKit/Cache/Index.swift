@@ -37,6 +37,9 @@ struct AdRecord: Equatable, Sendable {
     var minInterval: Int64?
     /// When its VAST `notUsed` was queued for an eviction (SPEC §10: once).
     var notUsedAt: Double?
+    /// The feed's `rollout` (SPEC §2 v4), for `why`; for an ad withdrawn because this device
+    /// is no longer in its rollout, the percentage that left it out.
+    var rollout: Int64?
     var duration: Int
     var priority: Int64
     var clickUrl: String?

@@ -7,8 +7,8 @@ extension AdRecord.Decoded {
         case bytes, clickUrl, duration, error, etag, expires, file, fileMtime, failedEtag, failedFor
         case failedLastModified, failures, feedType, fileSha256, freshUntil, hours, days, id, lastModified
         case lastShowSeq, lastShown, maxShows, maxShowsPerDay, meta, minInterval, notUsedAt, pickEpoch, picks
-        case placement, priority, retryAt, sha256, showDay, shows, showsOnDay, start, state, tracking, type, url
-        case vast, weight
+        case placement, priority, retryAt, rollout, sha256, showDay, shows, showsOnDay, start, state, tracking
+        case type, url, vast, weight
     }
     static let fields = JSONKeyTable<Field>()
 
@@ -129,6 +129,12 @@ extension AdRecord.Decoded {
             r.priority = try s.int()
         case .retryAt:
             r.retryAt = try s.optDouble()
+        case .rollout:
+            if forSelection {
+                try s.checkOptInt()
+                return true
+            }
+            r.rollout = try s.optInt()
         case .sha256:
             if forSelection {
                 try s.checkOptString()
@@ -225,6 +231,7 @@ extension AdRecord {
         w.field("placement", placement)
         w.field("priority", priority)
         w.field("retryAt", retryAt)
+        w.field("rollout", rollout)
         w.field("sha256", sha256)
         w.field("showDay", showDay)
         w.field("shows", shows)
@@ -264,6 +271,7 @@ extension AdRecord {
         lastModified = whole.lastModified
         meta = whole.meta
         notUsedAt = whole.notUsedAt
+        rollout = whole.rollout
         sha256 = whole.sha256
         tracking = whole.tracking
         url = whole.url
@@ -286,6 +294,7 @@ extension AdRecord {
         schedule = ad.schedule
         tracking = ad.tracking
         vast = ad.vast
+        rollout = ad.rollout
     }
 
     /// The fields a selection read keeps, as the selection digest (`index.sel`) stores them.
@@ -371,5 +380,6 @@ extension AdRecord {
         ad.schedule = schedule
         ad.tracking = tracking
         ad.vast = vast
+        ad.rollout = rollout
     }
 }

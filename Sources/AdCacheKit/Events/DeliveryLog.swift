@@ -112,7 +112,9 @@ extension EventLog {
     /// Takes delivered (or dropped) deliveries out of the queue and counts them. Applying an
     /// outcome twice changes nothing the second time. Returns the deliveries it took.
     @discardableResult
-    mutating func apply(_ outcomes: [DeliveryOutcome]) -> (delivered: Int, dropped: Int) {
+    mutating func apply(_ outcomes: [DeliveryOutcome], at now: Double = Double(time(nil))) -> (
+        delivered: Int, dropped: Int
+    ) {
         guard !outcomes.isEmpty else { return (0, 0) }
         var position: [String: Int] = [:]
         for (i, e) in queue.enumerated() where position[e.nonce] == nil { position[e.nonce] = i }
@@ -141,6 +143,7 @@ extension EventLog {
         }
         self.delivered.add(Int64(delivered))
         droppedPermanent.add(Int64(dropped))
+        noteDropped(Int64(dropped), at: now)
         queue.removeAll { $0.pending == 0 }
         return (delivered, dropped)
     }

@@ -125,6 +125,13 @@ struct EventLog: Equatable, Sendable {
     var droppedPermanent: Int64 = 0
     var droppedAge: Int64 = 0
     var droppedOverflow: Int64 = 0
+    /// Deliveries dropped (any reason) by the hour they were dropped in (Unix hour), for the
+    /// last two days: `status`'s "dropped in the last 24 hours" (SPEC §13).
+    var droppedRecent: [Int64: Int64] = [:]
+    /// Shows and impressions over the cache's whole life (the days are kept 90 days): the
+    /// counters `status --prometheus` publishes.
+    var showsTotal: Int64 = 0
+    var impressionsTotal: Int64 = 0
     /// Local day → ad id → counts.
     var days: [Int: [String: DayCounts]] = [:]
     /// Render shows not confirmed yet, by token; and the tokens confirmed lately (a second
@@ -139,6 +146,21 @@ struct EventLog: Equatable, Sendable {
 
     var pending: Int64 { queue.reduce(0) { $0.adding(Int64($1.pending)) } }
 
+    /// Counts `n` deliveries dropped at `t` in the recent drops (and forgets those over two
+    /// days old).
+    mutating func noteDropped(_ n: Int64, at t: Double) {
+        guard n > 0, t.isFinite else { return }
+        let hour = Int64(clamping: Int((t / 3600).rounded(.down)))
+        droppedRecent[hour, default: 0].add(n)
+        droppedRecent = droppedRecent.filter { $0.key > hour - 48 }
+    }
+
+    /// Deliveries dropped in the 24 hours before `t`.
+    func droppedInDay(before t: Double) -> Int64 {
+        let hour = Int64(clamping: Int((t / 3600).rounded(.down)))
+        return droppedRecent.filter { $0.key > hour - 24 }.values.reduce(0) { $0.adding($1) }
+    }
+
     /// Takes the journal's records it does not hold yet: counts them and queues their
     /// deliveries; then applies the bounds as of `now`. True when anything changed.
     @discardableResult
@@ -151,12 +173,15 @@ struct EventLog: Equatable, Sendable {
                 guard let token = r.show, let show = awaiting[token], show.id == r.id else { continue }
             }
             days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
+            if r.event == "impression" { showsTotal.add(1) }
+            if r.event == "rendered" { impressionsTotal.add(1) }
             if r.start { days[r.day, default: [:]][r.id, default: DayCounts()].count("start") }
             if r.event == "impression" {
                 if r.render {
                     awaiting[r.nonce] = AwaitingRender(id: r.id, at: r.at, day: r.day)
                 } else {
                     days[r.day, default: [:]][r.id, default: DayCounts()].impressions.add(1)
+                    impressionsTotal.add(1)
                 }
             }
             if r.event == "rendered", let token = r.show {
@@ -204,17 +229,23 @@ struct EventLog: Equatable, Sendable {
     mutating func bound(_ bounds: EventBounds, now: Double) -> Bool {
         let oldest = now - Double(bounds.maxAge) * 86400
         var changed = false
+        var aged: Int64 = 0
         queue.removeAll { e in
             guard e.ageFrom < oldest else { return false }
-            droppedAge.add(Int64(e.pending))
+            aged.add(Int64(e.pending))
             changed = true
             return true
         }
+        droppedAge.add(aged)
+        noteDropped(aged, at: now)
         if queue.count > bounds.maxEvents {
             let excess = queue.count - bounds.maxEvents
             let order = queue.indices.sorted { (queue[$0].at, $0) < (queue[$1].at, $1) }
             let drop = Set(order.prefix(excess))
-            for i in drop { droppedOverflow.add(Int64(queue[i].pending)) }
+            for i in drop {
+                droppedOverflow.add(Int64(queue[i].pending))
+                noteDropped(Int64(queue[i].pending), at: now)
+            }
             queue = queue.indices.filter { !drop.contains($0) }.map { queue[$0] }
             changed = true
         }
@@ -230,6 +261,7 @@ struct EventLog: Equatable, Sendable {
             var version: Int64?
             var foldedLine: Int?
             var foldedPrefix: UInt64?
+            var totalsGiven = false
             try s.object { s, key in
                 switch key {
                 case "version": version = try s.int()
@@ -240,6 +272,20 @@ struct EventLog: Equatable, Sendable {
                     let line = try s.int()
                     if line >= 0, line <= Int.max { foldedLine = Int(line) }
                 case "delivered": log.delivered = try s.int()
+                case "totals":
+                    totalsGiven = true
+                    try s.object { s, key in
+                        switch key {
+                        case "shows": log.showsTotal = max(0, try s.int())
+                        case "impressions": log.impressionsTotal = max(0, try s.int())
+                        default: try s.skip()
+                        }
+                    }
+                case "droppedRecent":
+                    try s.object { s, hour in
+                        let n = try s.int()
+                        if let h = Int64(hour), n > 0 { log.droppedRecent[h] = n }
+                    }
                 case "dropped":
                     try s.object { s, reason in
                         let n = try s.int()
@@ -344,6 +390,14 @@ struct EventLog: Equatable, Sendable {
             }
             try s.finish()
             guard version == 1 else { throw s.fail("not version 1") }
+            if !totalsGiven {   // written by an older adcache: the days kept are what is known
+                for ads in log.days.values {
+                    for c in ads.values {
+                        log.showsTotal.add(c.shows)
+                        log.impressionsTotal.add(c.impressions)
+                    }
+                }
+            }
             if let foldedLine, log.lastFolded != nil {
                 log.lastFolded?.line = foldedLine
                 log.lastFolded?.prefix = foldedPrefix
@@ -412,6 +466,17 @@ struct EventLog: Equatable, Sendable {
         w.field("age", droppedAge)
         w.field("overflow", droppedOverflow)
         w.field("permanent", droppedPermanent)
+        w.endObject()
+        if !droppedRecent.isEmpty {
+            w.key("droppedRecent")
+            w.beginObject()
+            for (hour, n) in droppedRecent.sorted(by: { $0.key < $1.key }) { w.field(String(hour), n) }
+            w.endObject()
+        }
+        w.key("totals")
+        w.beginObject()
+        w.field("impressions", impressionsTotal)
+        w.field("shows", showsTotal)
         w.endObject()
         w.field("lastFolded", lastFolded?.nonce)
         w.field("lastFoldedLine", lastFolded?.line.map(Int64.init))

@@ -75,7 +75,7 @@ struct Feed: Sendable {
     /// The root VAST document, read by the parse stage, its ads resolved by the VAST stage.
     var vastRoot: VASTDocument?
     /// Ads a staged rollout left out on this device (SPEC §2): not broken ads.
-    var rolledOut = 0
+    var rolledOut: [FeedAd] = []
     /// How many ads the feed lists, those skipped included (a `"vast"` tag or a root
     /// document's `Ad` counts one): a feed that lists some and yields none is refused (SPEC §2).
     var listed = 0

@@ -88,7 +88,10 @@ extension Fetcher {
         var vastFeedBytes: [UInt8]?
     }
 
-    func acceptanceStage(_ answer: FeedDownload, _ request: FeedRequest, before: CacheIndex) -> Acceptance {
+    /// `device`: for `check`, this device's id as known (none is made).
+    func acceptanceStage(_ answer: FeedDownload, _ request: FeedRequest, before: CacheIndex, device: String? = nil)
+        -> Acceptance
+    {
         let (clock, clockWarning) = self.clock.measured(by: answer)
         let judge = on(clock)
         var download = answer
@@ -113,7 +116,7 @@ extension Fetcher {
                 throw AdCacheError.tryAgainLater("interrupted while reading the feed's VAST documents; nothing changed")
             }
             if signed != nil, download.body != nil || kept != nil { judge.signedAds(&feed) }
-            if download.body != nil || kept != nil { judge.rolloutStage(&feed) }
+            if download.body != nil || kept != nil { judge.rolloutStage(&feed, device: device) }
             warnings = feed.warnings
             try Self.requireUsableAd(feed, request.feedText)
             return .accepted(
@@ -132,7 +135,7 @@ extension Fetcher {
     /// refused whole — 65, or 75 when a wrapped VAST document failed for a transient reason.
     /// An empty list still withdraws everything.
     static func requireUsableAd(_ feed: Feed, _ feedText: String) throws {
-        guard feed.listed > 0, feed.ads.isEmpty, feed.rolledOut == 0 else { return }
+        guard feed.listed > 0, feed.ads.isEmpty, feed.rolledOut.isEmpty else { return }
         let first = feed.warnings.first { $0.message.hasPrefix("skipping ") }.map {
             "; first: " + $0.message.dropFirst("skipping ".count)
         }
@@ -147,25 +150,36 @@ extension Fetcher {
 /// raising the percentage only adds devices. An ad this device does not take is as if the
 /// feed did not list it (not downloaded; withdrawn if it was cached).
 extension Fetcher {
-    func rolloutStage(_ feed: inout Feed) {
-        guard feed.ads.contains(where: { $0.rollout != nil }), let device = try? store.deviceId(proofOfPlay) else {
-            return
-        }
+    /// `device`: this device's id when the caller knows it (`check`, which makes none; empty:
+    /// it has none yet); else the cache's (made once when there is none).
+    func rolloutStage(_ feed: inout Feed, device known: String? = nil) {
+        guard feed.ads.contains(where: { $0.rollout != nil }),
+            let device = known ?? (try? store.deviceId(proofOfPlay))
+        else { return }
+        var left: [FeedAd] = []
         feed.ads.removeAll { ad in
-            guard let rollout = ad.rollout, !Self.takes(device: device, ad: ad.id, rollout: rollout) else {
+            // No id (`check` on a device that has none yet): this device takes none.
+            guard let rollout = ad.rollout, device.isEmpty || !Self.takes(device: device, ad: ad.id, rollout: rollout)
+            else {
                 return false
             }
-            feed.rolledOut += 1
+            left.append(ad)
             return true
         }
+        feed.rolledOut += left
     }
 
     /// SPEC §2's rule, exactly.
     static func takes(device: String, ad: String, rollout: Int64) -> Bool {
+        rolloutValue(device: device, ad: ad).map { $0 < rollout } ?? true
+    }
+
+    /// The device's value for ad `ad`, 0 to 99: it takes the ad when this is under `rollout`.
+    static func rolloutValue(device: String, ad: String) -> Int64? {
         guard let hex = try? SHA256Hasher.hex(bytes: Array((device + "\n" + ad).utf8)),
             let n = UInt64(hex.prefix(16), radix: 16)
-        else { return true }
-        return Int64(n % 100) < rollout
+        else { return nil }
+        return Int64(n % 100)
     }
 }
 
@@ -177,6 +191,18 @@ extension CacheStore {
     /// The device's id for staged rollouts: the configured `device-id`, else
     /// `/etc/machine-id`, else one made once and kept in the cache (SPEC §13).
     func deviceId(_ pop: AdCache.ProofOfPlay?) throws -> String {
+        if let id = knownDeviceId(pop) { return id }
+        var random = [UInt8](repeating: 0, count: 16)
+        for i in random.indices { random[i] = UInt8.random(in: 0...255) }
+        let id = random.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+            .joined()
+        try deviceIdFile.writeAtomically(Array((id + "\n").utf8))
+        return id
+    }
+
+    /// The device's id when it has one already: nil for a device that has none of the three
+    /// (`check` makes none).
+    func knownDeviceId(_ pop: AdCache.ProofOfPlay?) -> String? {
         if let id = pop?.deviceId, !id.isEmpty { return id }
         if let bytes = try? FileIO.read("/etc/machine-id", limit: 4096) {
             let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
@@ -186,11 +212,6 @@ extension CacheStore {
             let id = String(decoding: bytes, as: UTF8.self).trimmedWithNewlines()
             if !id.isEmpty { return id }
         }
-        var random = [UInt8](repeating: 0, count: 16)
-        for i in random.indices { random[i] = UInt8.random(in: 0...255) }
-        let id = random.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
-            .joined()
-        try deviceIdFile.writeAtomically(Array((id + "\n").utf8))
-        return id
+        return nil
     }
 }

@@ -74,8 +74,10 @@ extension Fetcher {
                 if let r = results[ad.id] { record.take(r, at: now(), failureKey: failureKey(ad)) }
                 merged.append(record)
             }
+            let leftOut = Dictionary(feed.rolledOut.map { ($0.id, $0.rollout) }, uniquingKeysWith: { a, _ in a })
             for var gone in index.ads where byID[gone.id] != nil {
                 gone.state = .withdrawn
+                if let percent = leftOut[gone.id] { gone.rollout = percent }   // for `why`
                 merged.append(gone)
             }
             // A file this commit stops naming, or whose ad it withdraws, may be what a launch

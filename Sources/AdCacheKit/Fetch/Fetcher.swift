@@ -85,8 +85,32 @@ struct Fetcher {
         try store.prepare()
         let fetchLock = try store.acquireFetchLock()
         defer { fetchLock.unlock() }
+        // What the run did, for `status` (SPEC §3, §13): written at its end, whatever the end.
+        let feedText = options.feed ?? ""
+        var ended = self   // the fetcher whose clock the end is timed on: the decided one
+        do {
+            let report = try runLocked { ended = $0 }
+            ended.recordEnd(exit: report.exitCode, error: report.problem, feed: report.feed)
+            return report
+        } catch let e as AdCacheError {
+            ended.recordEnd(exit: e.exitCode, error: e.message, feed: feedText)
+            throw e
+        } catch {
+            ended.recordEnd(exit: 70, error: "\(error)", feed: feedText)
+            throw error
+        }
+    }
+
+    private func recordEnd(exit: Int32, error: String?, feed: String) {
+        let remembered = feed.isEmpty ? (store.loadFetchRecord()?.feed ?? "") : feed
+        store.recordFetch(at: now(), exit: exit, error: error, feed: remembered)
+    }
+
+    /// The run under the fetch lock; `decided` hears of each clock the run moves to.
+    private func runLocked(_ decided: (Fetcher) -> Void) throws -> FetchReport {
         let before = try store.load(warn: warn)
         let onCache = on(clock.trusting(before))
+        decided(onCache)
 
         // 1. The feed's answer.
         let request: FeedRequest
@@ -122,6 +146,7 @@ struct Fetcher {
             accepted = a
         }
         let trusted = on(accepted.clock)
+        decided(trusted)
         if let w = accepted.clockWarning { warn(w) }
         // The feed's warnings, when its content is new (or always with -v): not every half hour.
         if options.warnAlways || accepted.digest != request.previous?.sha256 {

@@ -37,11 +37,26 @@ extension Selector {
         let local = Time.local(t)
         let frozen = index.feed?.validUntil == nil ? nil : index.frozen(at: t)   // nil: not a signed feed
         var report = WhyReport(chosen: nil, reason: "")
+        let device = index.ads.contains { $0.rollout != nil } ? store.knownDeviceId(proofOfPlay) : nil
         for r in index.ads where id == nil || r.id == id {
             var rules: [WhyReport.Rule] = []
-            let eligible = SelectionPolicy.check(
+            var eligible = SelectionPolicy.check(
                 r, at: t, local: local, options: options, filePresent: store.filePresent(r), frozen: frozen
             ) { rules.append(.init(rule: $0, pass: $1, detail: $2)) }
+            // A staged rollout (SPEC §13): judged by the fetch (an ad left out is withdrawn);
+            // shown here with this device's value.
+            if let percent = r.rollout {
+                let value = device.flatMap { Fetcher.rolloutValue(device: $0, ad: r.id) }
+                let taken = value.map { $0 < percent } ?? false
+                rules.append(
+                    .init(
+                        rule: "rollout", pass: taken,
+                        detail: value.map {
+                            "this device's value \($0) \(taken ? "is under" : "is not under") \(percent)%"
+                                + (taken ? "" : ": left out")
+                        } ?? "this device has no id yet; rollout \(percent)%"))
+                if !taken { eligible = false }
+            }
             report.ads.append(.init(id: r.id, eligible: eligible, rules: rules))
         }
         if SelectionPolicy.coolingDown(index, at: t, options: options) {

@@ -33,6 +33,20 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 
+    /// The exit code the command line ends with (SPEC §5), also what `status` reports of a
+    /// fetch that ended so.
+    public var exitCode: Int32 {
+        switch self {
+        case .invalidRequest: return 64
+        case .feedInvalid, .unknownAd: return 65
+        case .feedUnreachable: return 69
+        case .libraryMissing: return 70
+        case .cacheUnwritable: return 73
+        case .io: return 74
+        case .busy, .tryAgainLater: return 75
+        }
+    }
+
     /// The same kind of error with another message.
     func with(message m: String) -> AdCacheError {
         switch self {

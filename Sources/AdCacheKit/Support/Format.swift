@@ -21,4 +21,14 @@ package enum Format {
         let fraction = padded(scaled % Int64(scale), width: places)
         return (v < 0 && scaled != 0 ? "-" : "") + "\(whole)" + (places > 0 ? "." + fraction : "")
     }
+
+    /// A span of seconds as a person reads it: `45 s`, `12 min`, `5 h`, `3 days`.
+    package static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite else { return "ever" }
+        let s = Int64(clamping: Int(seconds.rounded(.down)))
+        if s < 120 { return "\(s) s" }
+        if s < 7200 { return "\(s / 60) min" }
+        if s < 2 * 86400 { return "\(s / 3600) h" }
+        return "\(s / 86400) days"
+    }
 }
