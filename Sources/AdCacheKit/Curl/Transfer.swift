@@ -40,9 +40,9 @@ struct TransferRequest: Sendable {
 struct TransferSettings: Sendable {
     /// Seconds: the connect time, and the longest stretch without a byte.
     var timeout: Double = 30
-    /// At most this many bytes per second, for each transfer (the run's budget divided
-    /// among the parallel ones).
-    var maxReceiveSpeed: Int64?
+    /// `--limit-rate`: the run's one budget, shared by every transfer that copies these
+    /// settings (`RateLimiter`); nil is no limit, and no cost.
+    var rateLimiter: RateLimiter?
     /// Polled while transfers run: true stops them all (SIGINT, SIGTERM), as the deadline does.
     var isCancelled: (@Sendable () -> Bool)?
     /// Tests: make libcurl refuse this option, as an old one would.

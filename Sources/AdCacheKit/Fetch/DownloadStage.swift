@@ -18,9 +18,8 @@ extension Fetcher {
     func downloadAssets(_ jobs: [Job], _ results: inout [String: AssetResult]) -> Int64 {
         var received: Int64 = 0
         var settings = options.transfer
-        if let rate = options.limitRate {   // shared by the transfers that run at once
+        if let rate = options.limitRate {   // the run's one bucket, shared by the transfers at once
             let share = max(1, rate / Int64(max(1, min(options.parallel, jobs.count))))
-            settings.maxReceiveSpeed = share
             // A share under the stall rule's 1 KiB/s is slow by request, not stalled.
             settings.stallBytesPerSecond = Int(min(Int64(settings.stallBytesPerSecond), max(1, share / 2)))
         }
