@@ -339,6 +339,12 @@ final class EasyTransfer {
     private func startBody() -> Bool {
         let status = statusCode
         writingBody = (200...299).contains(status)
+        if writingBody, let most = request.maxAnnouncedBytes,
+            let length = response.headers["content-length"].flatMap(Int64.init), length > most
+        {
+            failure = .tooLarge(most)   // none of its body taken, none counted
+            return false
+        }
         guard writingBody, case .file(let partial) = request.destination else { return true }
         if status == 206 && resumeOffset > 0 {
             // The continuation: it must start where our file ends.

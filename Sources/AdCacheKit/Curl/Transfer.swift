@@ -16,6 +16,10 @@ struct TransferRequest: Sendable {
     var url: String
     var destination: Destination
     var maxBytes: Int64
+    /// An answer that announces a longer body than this (its `Content-Length`) is abandoned
+    /// before the body, as `.tooLarge` of this limit: what is left of a day's budget (SPEC
+    /// §12). A body whose length nobody announced is held to `maxBytes` only.
+    var maxAnnouncedBytes: Int64?
     var headers: [String] = []
     var ifNoneMatch: String?
     var ifModifiedSince: String?

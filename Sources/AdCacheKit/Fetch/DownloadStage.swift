@@ -80,7 +80,8 @@ extension Fetcher {
     /// run's bytes included), plus the sizes announced of the others starting with it, plus
     /// its own, stays within the budget; one whose size is not announced only while the count
     /// is under it, alone in its round, and abandoned before its body (deferred) when its
-    /// answer's Content-Length is more than is left.
+    /// answer's Content-Length is more than is left — without one, it runs to its end (a
+    /// running one finishes).
     func gateDownloads(_ jobs: [Job], before: CacheIndex, received: Int64, _ results: inout [String: AssetResult])
         -> (
             [Job], Double?, [Job]
@@ -128,7 +129,7 @@ extension Fetcher {
                     // Abandoned before its body if its answer announces more than is left.
                     var capped = job
                     capped.budgetCap = budget - used
-                    capped.request.maxBytes = min(job.request.maxBytes, budget - used)
+                    capped.request.maxAnnouncedBytes = budget - used
                     admitted.append(capped)
                     alone = true
                 } else {
