@@ -406,6 +406,41 @@ for d in $(seq 1 20); do "$BS" --cache-dir "$W/fleet/d$d" fetch -q --no-progress
 direct=$(grep -c '"GET /[0-9]*\.jpg HTTP/1.1" 200' "$W/fleet/origin.log")
 row "origin asset requests per device, 20 devices through Squid vs direct" "$(python3 -c "print(f'{$viaSquid/20:.2f}')")" "$(python3 -c "print(f'{$direct/20:.2f}')")" "$(ratio "$viaSquid" "$direct")" "—" ""
 
+echo "== SPEC §4 --limit-rate: bytes per second over a 10 s run, one transfer and four, vs the limit" >&2
+mkdir -p "$W/rate/www"
+python3 - "$W/rate/www" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+# 10 seconds' worth at each limit: one file of 10 × the rate, or four of 2.5 × the rate.
+for rate in (20 * 1024, 1024 * 1024):
+    sizes = {"one": [10 * rate], "four": [10 * rate // 4] * 4}
+    for name, files in sizes.items():
+        ads = []
+        for i, size in enumerate(files):
+            path = "%s/%s-%d-%d.jpg" % (d, name, rate, i)
+            with open(path, "wb") as f:
+                f.write(b"\xff\xd8\xff\xe0" + os.urandom(size - 4))
+            ads.append({"id": "%s%d" % (name, i), "url": os.path.basename(path)})
+        json.dump(ads, open("%s/%s-%d.json" % (d, name, rate), "w"))
+PY
+RPORT=$(freeport)
+python3 bench/slow_server.py "$W/rate/www" "$RPORT" 0 & PIDS+=($!)
+waitport "$RPORT"
+for rate in 20K 1M; do
+    bytes=$(python3 -c "print({'20K': 20 * 1024, '1M': 1024 * 1024}['$rate'])")
+    for n in one four; do
+        rm -rf "$W/rate/c"
+        feed="http://127.0.0.1:$RPORT/$n-$bytes.json"
+        start=$(date +%s.%N)
+        "$ADC" --cache-dir "$W/rate/c" fetch -q --no-progress --no-report --parallel 4 --limit-rate "$rate" "$feed"
+        end=$(date +%s.%N)
+        got=$(( $(du -cb "$W"/rate/www/$n-$bytes-*.jpg | tail -1 | cut -f1) + $(stat -c %s "$W/rate/www/$n-$bytes.json") ))
+        r=$(python3 -c "print(f'{$got / ($end - $start) / $bytes:.3f}')")
+        label=$([ "$n" = one ] && echo "one transfer" || echo "four at once (--parallel 4)")
+        row "--limit-rate $rate, $label: bytes/s over the run (about 10 s) vs the limit" "$(python3 -c "print(f'{$got / ($end - $start) / 1024:.1f} KiB/s')")" "$rate/s" "$r" "0.9–1.1" "$(python3 -c "print('yes' if 0.9 <= $r <= 1.1 else 'NO')")"
+    done
+done
+
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
     echo

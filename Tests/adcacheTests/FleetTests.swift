@@ -437,4 +437,28 @@ struct SiteCacheTests {
         #expect(run(["list"]).lines.filter { $0.contains(" ready ") }.count == 2, "the cached files stay ready")
         #expect(origin.log.count == before + 1, "the feed only")
     }
+
+    /// Issue 37: a size announced nowhere — not by the feed, not by a Content-Length — starts
+    /// while the day's count is under the budget, and a running transfer finishes (SPEC §12).
+    /// It was cut off where the budget ran out and deferred: 30K counted of a 50K budget, the
+    /// second 30K asset was abandoned at 20K, every run.
+    @Test func anAssetOfUnannouncedSizeStartsWhileTheCountIsUnderTheBudget() throws {
+        let bodies = ["/a.jpg": Media.jpeg(30 << 10, seed: 1), "/b.jpg": Media.jpeg(30 << 10, seed: 2)]
+        let origin = try LoopbackServer { r in
+            if r.path == "/feed.json" { return .text(200, #"[{"id":"a","url":"a.jpg"},{"id":"b","url":"b.jpg"}]"#) }
+            guard let body = bodies[r.path] else { return .text(404, "no") }
+            var response = LoopbackServer.Response.file(body, for: r)
+            response.noContentLength = r.path == "/b.jpg"   // the body ends when the connection does
+            return response
+        }
+        defer { origin.stop() }
+        let s = Sandbox(); defer { s.remove() }
+        let conf = s.dir.write("adcache.conf", "max-download-per-day = 50K\n")
+        let r = Adcache.call(["--config", conf, "--cache-dir", s.cache, "fetch", origin.url("/feed.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "2 ads: 2 ready (2 downloaded)\n", "\(r.stdout)")
+        let stats = try jsonObject(Adcache.call(["--config", conf, "--cache-dir", s.cache, "stats", "--json"]).stdout)
+        let downloaded = try #require(stats["downloaded"] as? [String: Any])
+        #expect(downloaded["today"] as? Int == 60 << 10, "a running one finishes: \(downloaded)")
+    }
 }

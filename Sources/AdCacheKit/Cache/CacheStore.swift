@@ -275,14 +275,17 @@ final class CacheStore {
     /// link, renamed into place so that `previous` is never torn), as dpkg keeps
     /// `status-old`.
     func replaceKeepingPrevious(_ file: CacheFile, previous: CacheFile, with bytes: [UInt8]) throws {
-        try file.writeAtomically(bytes) {
-            let staging = previous.sibling(previous.name + ".tmp")
-            staging.remove()
-            if file.status().map({ ($0.st_mode & S_IFMT) == S_IFREG }) == true, file.link(to: staging),
-                !staging.rename(to: previous) || staging.exists
-            {
-                staging.remove()   // rename between two links of one file does nothing
-            }
+        try file.writeAtomically(bytes) { keepPrevious(of: file, as: previous) }
+    }
+
+    /// Makes `previous` another name of `file` as it is, just before a new `file` replaces it.
+    func keepPrevious(of file: CacheFile, as previous: CacheFile) {
+        let staging = previous.sibling(previous.name + ".tmp")
+        staging.remove()
+        if file.status().map({ ($0.st_mode & S_IFMT) == S_IFREG }) == true, file.link(to: staging),
+            !staging.rename(to: previous) || staging.exists
+        {
+            staging.remove()   // rename between two links of one file does nothing
         }
     }
 

@@ -39,6 +39,7 @@ final class Pruner {
         if sweep { fetchLock.writeOwner() }
         defer { fetchLock.unlock() }
 
+        var diskFull = false   // the index went in by `commit`'s other ways
         let doomed: [CacheFile] = try store.withIndexLock {
             let indexExisted = store.indexFile.exists
             let loaded = try store.loadLocked(warn: warn)
@@ -58,7 +59,7 @@ final class Pruner {
                 for file in unnamed { file.remove() }
                 if !unnamed.isEmpty { store.dir.sync(.assets) }
                 if index != loaded.index {
-                    try store.save(index)
+                    diskFull = try commit(index, deleting: plan.files)
                 } else {
                     store.refreshDigest()   // an index an older adcache wrote gets its digest
                 }
@@ -73,12 +74,50 @@ final class Pruner {
                 CrashPoint.reach("prune.afterDelete")
             }
             if !doomed.isEmpty { store.dir.sync(.assets) }
+            if diskFull { try? store.withIndexLock { store.refreshDigest() } }
+            store.keepReserve()   // made, or made again once a full disk has room for it
         }
         report.bytesFreed = report.removed.reduce(0) { $0 + $1.bytes }
         let gone = Set(doomed)
         report.bytesKept = store.dir.list(.assets).map(store.asset).filter { !gone.contains($0) }
             .reduce(Int64(0)) { $0 + ($1.size ?? 0) }
         return report
+    }
+
+    /// Commits `index`, on a full disk too (SPEC §6 v4: `prune --max-size` gets space back
+    /// even when nothing can be written first). When the index does not fit, it is written
+    /// into the reserve's blocks (`saveIntoReserve`), and the order of §4 holds: the files
+    /// go after the commit. Without a reserve that holds it, what no commit needs goes first
+    /// (the reserve, the previous generation, the selection digest) and, if that is not
+    /// enough, the files this prune deletes anyway (`files`): the one case where a crash before
+    /// the commit would leave records naming files that are gone — ads `missing` until the
+    /// next fetch brings their files back. Returns true when the disk was full.
+    private func commit(_ index: CacheIndex, deleting files: [CacheFile]) throws -> Bool {
+        do {
+            try store.save(index)
+            return false
+        } catch AdCacheError.io(let message) {
+            let bytes = try IndexCoder.encode(index)
+            guard store.lacksRoom(for: bytes.count) else { throw AdCacheError.io(message) }
+            if store.saveIntoReserve(bytes) { return true }
+            for file in [store.reserveFile, store.oldIndexFile, store.digestFile] { file.remove() }
+            store.dir.sync(.top)
+            if (try? store.save(index)) != nil { return true }
+            let first = files.filter(\.exists)
+            guard !first.isEmpty else { throw AdCacheError.io(message) }
+            warn(
+                Diagnostic(
+                    .cache,
+                    "the disk is full and the cache has no reserve: deleted \(first.count) file\(first.count == 1 ? "" : "s") before writing the index that stops naming them"
+                ))
+            for file in first {
+                file.remove()
+                CrashPoint.reach("prune.deletedFirst")
+            }
+            store.dir.sync(.assets)
+            try store.save(index)
+            return true
+        }
     }
 
     /// `notUsed` for each VAST ad the commit deleted (expired) or evicted without its ever
@@ -210,7 +249,7 @@ final class Pruner {
     /// Only asset names are ever deleted in `assets/` (SPEC §6), and none dated within the
     /// grace (on the real clock either way: a clock set back never keeps a file for good).
     private func orphans(named: Set<String>, report: inout PruneReport) -> [CacheFile] {
-        Self.orphans(in: store, named: named).map { file in
+        Self.orphans(in: store, named: named, graceUnlessLow: true).map { file in
             report.removed.append(.init(id: nil, reason: "orphan", file: file.name, bytes: file.size ?? 0))
             return file
         }
@@ -219,12 +258,15 @@ final class Pruner {
     /// The asset files no record names and past the grace: what prune sweeps, and what a
     /// fetch sweeps after its commit (downloads a killed fetch moved into place and never
     /// committed). The caller holds the fetch lock and an index that is not being recovered.
-    static func orphans(in store: CacheStore, named: Set<String>) -> [CacheFile] {
+    /// `graceUnlessLow`: none is kept on a file system under 5% free (SPEC §6), as after a
+    /// crash between a full disk's commit and its deletions.
+    static func orphans(in store: CacheStore, named: Set<String>, graceUnlessLow: Bool = false) -> [CacheFile] {
         let now = Date().timeIntervalSince1970
+        let grace = !(graceUnlessLow && store.spaceIsLow) ? supersededGrace : 0
         let named = named.union(store.loadUncommitted().compactMap(\.file))   // the next fetch's
         return store.dir.list(.assets).filter { AssetName.isValid($0) && !named.contains($0) }.compactMap { name in
             let file = store.asset(name)
-            if let stamp = file.stamp, abs(now - Double(stamp.mtime) / 1e9) < supersededGrace { return nil }
+            if let stamp = file.stamp, abs(now - Double(stamp.mtime) / 1e9) < grace { return nil }
             return file
         }
     }
@@ -253,6 +295,7 @@ final class Pruner {
     private func temporaries(report: inout PruneReport) -> [CacheFile] {
         let names: Set = [
             "index.json.tmp", "index.json.old.tmp", "\(SelectionDigest.fileName).tmp", "\(EventLog.fileName).tmp",
+            "reserve.tmp",
         ]
         return store.dir.list(.top).filter(names.contains).map { name in
             let file = store.dir.file(name)

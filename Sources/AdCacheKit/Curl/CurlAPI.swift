@@ -18,6 +18,7 @@ struct CurlAPI: @unchecked Sendable {
     let easyInit: @convention(c) () -> Handle?
     let easyCleanup: @convention(c) (Handle?) -> Void
     let easyStrerror: @convention(c) (CURLcode) -> UnsafePointer<CChar>?
+    let easyPause: @convention(c) (Handle?, Int32) -> CURLcode
     let slistAppend:
         @convention(c) (UnsafeMutablePointer<curl_slist>?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<curl_slist>?
     let slistFreeAll: @convention(c) (UnsafeMutablePointer<curl_slist>?) -> Void
@@ -75,6 +76,7 @@ struct CurlAPI: @unchecked Sendable {
         easyInit = try Self.symbol(lib, "curl_easy_init")
         easyCleanup = try Self.symbol(lib, "curl_easy_cleanup")
         easyStrerror = try Self.symbol(lib, "curl_easy_strerror")
+        easyPause = try Self.symbol(lib, "curl_easy_pause")
         slistAppend = try Self.symbol(lib, "curl_slist_append")
         slistFreeAll = try Self.symbol(lib, "curl_slist_free_all")
         multiInit = try Self.symbol(lib, "curl_multi_init")

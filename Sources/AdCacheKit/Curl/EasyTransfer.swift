@@ -139,22 +139,15 @@ final class EasyTransfer {
         checked(
             adc_easy_setopt_offt(api.setopt, handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBytes)),
             "CURLOPT_MAXFILESIZE_LARGE")
-        if let rate = s.maxReceiveSpeed {
-            checked(
-                adc_easy_setopt_offt(api.setopt, handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(max(1, rate))),
-                "CURLOPT_MAX_RECV_SPEED_LARGE")
-        }
         checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         if request.acceptCompressed { set(CURLOPT_ACCEPT_ENCODING, "", "CURLOPT_ACCEPT_ENCODING") }
-        // A file gets a receive buffer as big as a chunk (libcurl's default is 16 KiB), unless
-        // --limit-rate is set: libcurl 7.88 then overshoots the rate by far (so does curl's
-        // own --limit-rate with its 100 KiB buffer), so a limited run keeps the default.
-        if case .file = request.destination, s.maxReceiveSpeed == nil {
+        // A file gets a receive buffer as big as a chunk (libcurl's default is 16 KiB); under
+        // --limit-rate every transfer gets the limiter's small one: the most a write callback
+        // hands over, and so the most one piece can take the bucket into debt.
+        if let limiter = s.rateLimiter {
+            set(CURLOPT_BUFFERSIZE, limiter.chunk, "CURLOPT_BUFFERSIZE")
+        } else if case .file = request.destination {
             set(CURLOPT_BUFFERSIZE, Self.chunkSize, "CURLOPT_BUFFERSIZE")
-        } else if let rate = s.maxReceiveSpeed {
-            // Under --limit-rate libcurl 7.88 reads a whole buffer before it pauses, and so
-            // overshoots the rate by about a buffer per check: a small one keeps it close.
-            set(CURLOPT_BUFFERSIZE, Int(min(16_384, max(1_024, rate / 256))), "CURLOPT_BUFFERSIZE")
         }
 
         if let body = request.postBody {
@@ -187,12 +180,22 @@ final class EasyTransfer {
 
         let me = Unmanaged.passUnretained(self).toOpaque()
         checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_WRITEDATA, me), "CURLOPT_WRITEDATA")
-        let write = adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_WRITEFUNCTION) {
-            ptr, size, count, userdata in
-            guard let userdata, let ptr else { return 0 }
-            let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
-            return t.bodyReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
-        }
+        // Without a limit, the body goes straight to `bodyReceived`: no cost per piece.
+        limiter = s.rateLimiter
+        let write =
+            limiter == nil
+            ? adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_WRITEFUNCTION) {
+                ptr, size, count, userdata in
+                guard let userdata, let ptr else { return 0 }
+                let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+                return t.bodyReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
+            }
+            : adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_WRITEFUNCTION) {
+                ptr, size, count, userdata in
+                guard let userdata, let ptr else { return 0 }
+                let t = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+                return t.pacedBodyReceived(UnsafeRawBufferPointer(start: ptr, count: size * count))
+            }
         checked(write, "CURLOPT_WRITEFUNCTION")
         checked(adc_easy_setopt_pointer(api.setopt, handle, CURLOPT_HEADERDATA, me), "CURLOPT_HEADERDATA")
         let header = adc_easy_setopt_data_callback(api.setopt, handle, CURLOPT_HEADERFUNCTION) {
@@ -214,11 +217,37 @@ final class EasyTransfer {
     }
 
     /// Called by libcurl about once a second and whenever data moves: aborts a transfer that
-    /// went `--timeout` seconds without a byte.
+    /// went `--timeout` seconds without a byte (a pause of ours is not the server's silence).
     private func idleCheck() -> Int32 {
-        guard monotonicNow() - lastByteAt > idleTimeout else { return 0 }
+        guard !isPaused, monotonicNow() - lastByteAt > idleTimeout else { return 0 }
         failure = .timedOut
         return 1
+    }
+
+    // MARK: Pacing (--limit-rate)
+
+    /// The run's shared budget, when it has one.
+    private var limiter: RateLimiter?
+    /// Paused by `pacedBodyReceived`: libcurl holds the piece until `resume()`.
+    private(set) var isPaused = false
+
+    /// The write callback under `--limit-rate`: the piece goes on only when the bucket allows
+    /// it; otherwise libcurl keeps it, stops reading, and hands it over again after `resume()`.
+    private func pacedBodyReceived(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if let limiter, !bytes.isEmpty, !limiter.take(bytes.count) {
+            isPaused = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
+        isPaused = false
+        return bodyReceived(bytes)
+    }
+
+    /// Unpauses the transfer: libcurl hands the piece it kept to the write callback at once
+    /// (which may pause it again). Not `CURLE_OK` when that callback failed the transfer.
+    func resume() -> CURLcode {
+        isPaused = false
+        lastByteAt = monotonicNow()
+        return api.easyPause(handle, 0)   // CURLPAUSE_CONT
     }
 
     // MARK: Callbacks
@@ -310,6 +339,12 @@ final class EasyTransfer {
     private func startBody() -> Bool {
         let status = statusCode
         writingBody = (200...299).contains(status)
+        if writingBody, let most = request.maxAnnouncedBytes,
+            let length = response.headers["content-length"].flatMap(Int64.init), length > most
+        {
+            failure = .tooLarge(most)   // none of its body taken, none counted
+            return false
+        }
         guard writingBody, case .file(let partial) = request.destination else { return true }
         if status == 206 && resumeOffset > 0 {
             // The continuation: it must start where our file ends.

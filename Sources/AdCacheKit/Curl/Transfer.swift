@@ -16,6 +16,10 @@ struct TransferRequest: Sendable {
     var url: String
     var destination: Destination
     var maxBytes: Int64
+    /// An answer that announces a longer body than this (its `Content-Length`) is abandoned
+    /// before the body, as `.tooLarge` of this limit: what is left of a day's budget (SPEC
+    /// §12). A body whose length nobody announced is held to `maxBytes` only.
+    var maxAnnouncedBytes: Int64?
     var headers: [String] = []
     var ifNoneMatch: String?
     var ifModifiedSince: String?
@@ -40,9 +44,9 @@ struct TransferRequest: Sendable {
 struct TransferSettings: Sendable {
     /// Seconds: the connect time, and the longest stretch without a byte.
     var timeout: Double = 30
-    /// At most this many bytes per second, for each transfer (the run's budget divided
-    /// among the parallel ones).
-    var maxReceiveSpeed: Int64?
+    /// `--limit-rate`: the run's one budget, shared by every transfer that copies these
+    /// settings (`RateLimiter`); nil is no limit, and no cost.
+    var rateLimiter: RateLimiter?
     /// Polled while transfers run: true stops them all (SIGINT, SIGTERM), as the deadline does.
     var isCancelled: (@Sendable () -> Bool)?
     /// Tests: make libcurl refuse this option, as an old one would.

@@ -86,6 +86,35 @@ final class TransferEngine {
             }
         }
 
+        /// A transfer libcurl is done with (`code`): completed, or queued for a retry.
+        func finished(_ h: UnsafeMutableRawPointer, _ t: EasyTransfer, _ code: CURLcode) {
+            active[h] = nil
+            _ = api.multiRemove(multi, h)
+            let response = t.finish(code)
+            finishedBytes += t.received
+            if let delay = retryDelay(response, attempt: t.attempt, request: t.request) {
+                waiting.append(Waiting(index: t.index, attempt: t.attempt + 1, notBefore: monotonicNow() + delay))
+            } else {
+                complete(t.index, response)
+            }
+        }
+
+        // --limit-rate: the transfers the bucket paused are resumed in turn while it has
+        // tokens (each resumed one takes its piece at once, and may pause again).
+        var turn = 0
+        func resumePaused(_ limiter: RateLimiter) {
+            let paused = active.filter { $0.value.isPaused }.sorted { $0.value.index < $1.value.index }
+            guard !paused.isEmpty else { return }
+            var k = 0
+            while k < paused.count, limiter.hasTokens {
+                let (h, t) = paused[(turn + k) % paused.count]
+                k += 1
+                let code = t.resume()
+                if code != CURLE_OK { finished(h, t, code) }   // its write callback failed it
+            }
+            turn += k   // the next resumes where this one stopped
+        }
+
         while fresh < requests.count || !waiting.isEmpty || !active.isEmpty {
             let now = monotonicNow()
             let stop: TransferError? =
@@ -144,25 +173,18 @@ final class TransferEngine {
                 _ = api.multiAdd(multi, t.handle)
             }
 
+            if let limiter = settings.rateLimiter { resumePaused(limiter) }
             var running: Int32 = 0
             _ = api.multiPerform(multi, &running)
 
             var queued: Int32 = 0
             var finishedAny = false
             while let msg = api.multiInfoRead(multi, &queued) {
-                guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle,
-                    let t = active.removeValue(forKey: h)
-                else { continue }
-                let code = msg.pointee.data.result
-                finishedAny = true
-                _ = api.multiRemove(multi, h)
-                let response = t.finish(code)
-                finishedBytes += t.received
-                if let delay = retryDelay(response, attempt: t.attempt, request: t.request) {
-                    waiting.append(Waiting(index: t.index, attempt: t.attempt + 1, notBefore: monotonicNow() + delay))
-                } else {
-                    complete(t.index, response)
+                guard msg.pointee.msg == CURLMSG_DONE, let h = msg.pointee.easy_handle, let t = active[h] else {
+                    continue
                 }
+                finishedAny = true
+                finished(h, t, msg.pointee.data.result)
             }
             report()
 
@@ -176,6 +198,9 @@ final class TransferEngine {
             }
             if let deadline = settings.deadline {
                 timeout = min(timeout, max(0, (deadline - later) * 1000))
+            }
+            if let limiter = settings.rateLimiter, active.values.contains(where: \.isPaused) {
+                timeout = min(timeout, (limiter.delay() * 1000).rounded(.up))   // the bucket refills
             }
             if timeout < 1 { continue }
             if !active.isEmpty {

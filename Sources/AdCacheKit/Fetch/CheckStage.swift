@@ -30,7 +30,7 @@ extension Fetcher {
             return r
         }
         if let error = response.error {
-            if case .tooLarge = error, let cap = job.budgetCap, cap < options.maxAssetSize {
+            if case .tooLarge(let limit) = error, let cap = job.budgetCap, limit == cap, cap < options.maxAssetSize {
                 // Over what the day's budget allows, known from its headers: not a failure.
                 partial.discard()
                 var r = AssetResult(outcome: .pending)

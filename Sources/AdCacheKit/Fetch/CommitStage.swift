@@ -51,6 +51,7 @@ extension Fetcher {
         }
         store.uncommittedFile.remove()
         for file in leftovers { file.remove() }
+        store.keepReserve()   // room for the index a prune on a full disk must write (Reserve.swift)
         CrashPoint.reach("fetch.afterCommit")
     }
 

@@ -18,9 +18,8 @@ extension Fetcher {
     func downloadAssets(_ jobs: [Job], _ results: inout [String: AssetResult]) -> Int64 {
         var received: Int64 = 0
         var settings = options.transfer
-        if let rate = options.limitRate {   // shared by the transfers that run at once
+        if let rate = options.limitRate {   // the run's one bucket, shared by the transfers at once
             let share = max(1, rate / Int64(max(1, min(options.parallel, jobs.count))))
-            settings.maxReceiveSpeed = share
             // A share under the stall rule's 1 KiB/s is slow by request, not stalled.
             settings.stallBytesPerSecond = Int(min(Int64(settings.stallBytesPerSecond), max(1, share / 2)))
         }
@@ -81,7 +80,8 @@ extension Fetcher {
     /// run's bytes included), plus the sizes announced of the others starting with it, plus
     /// its own, stays within the budget; one whose size is not announced only while the count
     /// is under it, alone in its round, and abandoned before its body (deferred) when its
-    /// answer's Content-Length is more than is left.
+    /// answer's Content-Length is more than is left — without one, it runs to its end (a
+    /// running one finishes).
     func gateDownloads(_ jobs: [Job], before: CacheIndex, received: Int64, _ results: inout [String: AssetResult])
         -> (
             [Job], Double?, [Job]
@@ -129,7 +129,7 @@ extension Fetcher {
                     // Abandoned before its body if its answer announces more than is left.
                     var capped = job
                     capped.budgetCap = budget - used
-                    capped.request.maxBytes = min(job.request.maxBytes, budget - used)
+                    capped.request.maxAnnouncedBytes = budget - used
                     admitted.append(capped)
                     alone = true
                 } else {

@@ -49,8 +49,14 @@ struct Fetcher {
     ) {
         var options = options
         if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
-        // One budget for the run: the feed has it alone; the assets share it (DownloadStage).
-        if let rate = options.limitRate { options.transfer.maxReceiveSpeed = rate }
+        // One budget for the run (SPEC §4): every transfer of it — the feed, VAST documents,
+        // the report step's deliveries, the assets — takes its bytes from this one bucket.
+        if let rate = options.limitRate {
+            options.transfer.rateLimiter = RateLimiter(bytesPerSecond: rate)
+            // A limit under the stall rule's 1 KiB/s is slow by request, not stalled.
+            options.transfer.stallBytesPerSecond = Int(
+                min(Int64(options.transfer.stallBytesPerSecond), max(1, rate / 2)))
+        }
         self.store = store
         self.options = options
         self.warn = warn
