@@ -70,6 +70,17 @@ cpcache "$W/i10k" "$W/i10kw"
 hyperfine -N -w 1 -r 10 --export-json "$W/n10kw.json" "$ADC --cache-dir $W/i10kw next" >/dev/null 2>&1
 row "next (records the show), 10,000 ads vs jq" "$(ms "$(median "$W/n10kw.json")")" "$(ms "$jqm")" "$(ratio "$(median "$W/n10kw.json")" "$jqm")" "—" ""
 
+echo "== SPEC §7 v4: status at 10,000 ads vs next --peek; check of a 10,000-ad feed vs jq empty" >&2
+# A healthy cache, as a fetch leaves one: its record of the last run (status then exits 0).
+T=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+printf '{"version": 1, "at": "%s", "exit": 0, "error": null, "feed": "f", "lastSuccess": {"at": "%s", "feed": "f"}}\n' "$T" "$T" > "$W/i10k/fetch.last"
+"$BS" --cache-dir "$W/i10k" status -q || echo "warning: the bench cache is not healthy" >&2
+pair st10k "$BS --cache-dir $W/i10k status -q" "$BS --cache-dir $W/i10k next --peek"
+row "status, 10,000 ads vs next --peek of the same cache (make release)" "$(ms "$A")" "$(ms "$B")" "$R" "≤ 1.5" "$(met "$R" 1.5)"
+"$BS" check -q "$W/i10k/feed.json" || echo "warning: check refused the bench feed" >&2
+pair ck10k "$BS check -q $W/i10k/feed.json" "jq empty $W/i10k/feed.json"
+row "check of a 10,000-ad feed file vs jq empty (make release)" "$(ms "$A")" "$(ms "$B")" "$R" "≤ 2" "$(met "$R" 2)"
+
 echo "== 3, 4: fetch of 200 assets from a server that waits 50 ms per response" >&2
 mkdir -p "$W/www/a"
 python3 - "$W/www" <<'PY'

@@ -18,7 +18,8 @@ enum FetchCommand: Command {
     static let retries = Option.integer(
         "retries", "Retries of a transient failure.", range: OptionRanges.retries, default: "2")
     static let limitRate = Option.size(
-        "limit-rate", "At most this many bytes per second in all, as curl's option (default: no limit).", minimum: 1)
+        "limit-rate", "At most this many bytes per second, all transfers of the run together (default: no limit).",
+        minimum: 1)
     static let maxAssetSize = Option.size("max-asset-size", "Refuse an asset larger than this.", default: "100M")
     static let maxFeedSize = Option.size("max-feed-size", "Refuse a feed larger than this.", default: "8M")
     static let header = Option.checkedText(
