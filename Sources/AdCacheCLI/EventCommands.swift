@@ -89,19 +89,19 @@ enum ReportCommand: Command {
     static func run(_ args: ParsedArguments, context: Context) throws -> ExitCode {
         try args.noPositionals()
         var options = ReportOptions()
-        if let t = try args.get(FetchCommand.timeout) { options.timeout = t }
-        options.deadline = try args.get(FetchCommand.deadline)
-        if let p = try args.get(FetchCommand.parallel) { options.parallel = p }
-        if let r = try args.get(FetchCommand.retries) { options.retries = r }
-        options.caFile = try FetchCommand.caFile(args)
-        options.userAgent = try args.get(FetchCommand.userAgent)
-        options.proxy = try args.get(FetchCommand.proxy)
-        options.noProxy = try args.get(FetchCommand.noProxy)
+        if let t = try args.get(FetchCommand.timeout) { options.transfer.timeout = t }
+        options.transfer.deadline = try args.get(FetchCommand.deadline)
+        if let p = try args.get(FetchCommand.parallel) { options.transfer.parallel = p }
+        if let r = try args.get(FetchCommand.retries) { options.transfer.retries = r }
+        options.transfer.caFile = try FetchCommand.caFile(args)
+        options.transfer.userAgent = try args.get(FetchCommand.userAgent)
+        options.transfer.proxy = try args.get(FetchCommand.proxy)
+        options.transfer.noProxy = try args.get(FetchCommand.noProxy)
         options.maxEvents = try args.get(maxEvents)
         options.maxEventAge = try args.get(maxEventAge)
         Signals.watch()
         defer { Signals.restore() }
-        options.isCancelled = { Signals.received != nil }
+        options.transfer.isCancelled = { Signals.received != nil }
         let result = try context.cache().report(options)
         let console = context.console
         if args.has(json) {

@@ -97,18 +97,18 @@ enum FetchCommand: Command {
     static func feedOptions(_ feed: String?, _ args: ParsedArguments, context: Context) throws -> FetchOptions {
         var options = FetchOptions(feed: feed)
         if options.feed == "-" { options.feedContent = context.console.io.readStandardInput() }
-        if let t = try args.get(timeout) { options.timeout = t }
-        options.deadline = try args.get(deadline)
-        if let p = try args.get(parallel) { options.parallel = p }
-        if let r = try args.get(retries) { options.retries = r }
+        if let t = try args.get(timeout) { options.transfer.timeout = t }
+        options.transfer.deadline = try args.get(deadline)
+        if let p = try args.get(parallel) { options.transfer.parallel = p }
+        if let r = try args.get(retries) { options.transfer.retries = r }
         if let s = try args.get(maxAssetSize) { options.maxAssetSize = s }
         if let s = try args.get(maxFeedSize) { options.maxFeedSize = s }
         options.limitRate = try args.get(limitRate)
-        options.userAgent = try args.get(userAgent)
+        options.transfer.userAgent = try args.get(userAgent)
         options.headers += try args.all(header)
-        options.caFile = try caFile(args)
-        options.proxy = try args.get(proxy)
-        options.noProxy = try args.get(noProxy)
+        options.transfer.caFile = try caFile(args)
+        options.transfer.proxy = try args.get(proxy)
+        options.transfer.noProxy = try args.get(noProxy)
         options.feedKeys = context.feedKeys
         options.vast = context.config.vast
         options.signatureFile = try args.get(signature).map(PathText.absolute)
@@ -147,7 +147,7 @@ enum FetchCommand: Command {
         let report: FetchReport
         Signals.watch()
         defer { Signals.restore() }
-        options.isCancelled = { Signals.received != nil }
+        options.transfer.isCancelled = { Signals.received != nil }
         do {
             report = try context.cache().fetch(options, progress: showProgress ? { bar.update($0) } : nil)
         } catch AdCacheError.invalidRequest(let message) where options.feed == nil {

@@ -16,7 +16,7 @@
 /// the configuration's `diagnostics`; time comes from its `clock`, so a test (or a preview
 /// "as of" some date) uses the same path as production. `next`, `list` and `prune` never
 /// touch the network; only `fetch` does.
-public final class AdCache {
+public final class AdCache: Sendable {
     /// Where "now" comes from.
     public enum Clock: Sendable {
         /// A device clock, corrected by the offset the last fetch measured against the feed
@@ -222,8 +222,8 @@ public final class AdCache {
     /// Delivers the queued events now (what `fetch` does first).
     public func report(_ options: ReportOptions = ReportOptions()) throws -> ReportResult {
         try options.validate()
-        var settings = options.transfer
-        if let seconds = options.deadline { settings.deadline = monotonicNow() + seconds }
+        var settings = options.transfer.settings
+        if let seconds = options.transfer.deadline { settings.deadline = monotonicNow() + seconds }
         var pop = configuration.proofOfPlay
         if let n = options.maxEvents { pop.maxEvents = n }
         if let d = options.maxEventAge { pop.maxEventAge = d }
@@ -344,17 +344,17 @@ public final class AdCache {
 
     /// A time as the feed and the command line write it: RFC 3339 with a zone offset, or
     /// integer Unix seconds (milliseconds from 100000000000 up). Nil for anything else.
-    public static func parseTime(_ text: String) -> Date? {
+    package static func parseTime(_ text: String) -> Date? {
         Time.parse(text).map { Date(timeIntervalSince1970: $0) }
     }
 
     /// RFC 3339 in local time with its offset, whole seconds.
-    public static func formatLocalTime(_ date: Date) -> String {
+    package static func formatLocalTime(_ date: Date) -> String {
         Time.formatLocal(date.timeIntervalSince1970)
     }
 
     /// RFC 3339 in UTC, as adcache prints times.
-    public static func formatTime(_ date: Date) -> String {
+    package static func formatTime(_ date: Date) -> String {
         Time.format(date.timeIntervalSince1970)
     }
 }
@@ -369,24 +369,13 @@ public struct FetchOptions: Sendable {
     /// The feed's bytes when `feed` is `-` (the command line reads them from standard input;
     /// an ad with a relative asset URL is then skipped with a warning).
     public var feedContent: [UInt8]?
-    /// The settings every transfer of the run shares (internal knobs included).
-    var transfer = TransferSettings()
-    /// Give up on one transfer after this many seconds.
-    public var timeout: Double {
-        get { transfer.timeout }
-        set { transfer.timeout = newValue }
-    }
-    /// Stop the whole run this many seconds after it starts; what finished is kept.
-    public var deadline: Double?
-    /// Transfers at once, 1 to 64.
-    public var parallel: Int {
-        get { transfer.parallel }
-        set { transfer.parallel = newValue }
-    }
-    /// Retries of a transient failure, 0 to 20.
-    public var retries: Int {
-        get { transfer.retries }
-        set { transfer.retries = newValue }
+    /// What every transfer of the run shares: timeouts, parallel transfers, retries, the
+    /// User-Agent, the CA file, the proxy, the deadline, cancellation (as `ReportOptions`).
+    public var transfer = TransferOptions()
+    /// The settings the engine runs with (`transfer`'s, internal knobs included).
+    var settings: TransferSettings {
+        get { transfer.settings }
+        set { transfer.settings = newValue }
     }
     /// Refuse an asset larger than this many bytes.
     public var maxAssetSize: Int64 = 100 << 20
@@ -394,27 +383,6 @@ public struct FetchOptions: Sendable {
     public var maxFeedSize: Int64 = 8 << 20
     /// Extra `Name: value` headers for the feed request only.
     public var headers: [String] = []
-    /// The User-Agent of every request; nil is `AdCache.userAgent`.
-    public var userAgent: String? {
-        get { transfer.userAgent }
-        set { transfer.userAgent = newValue }
-    }
-    /// Trust the CA certificates in this file instead of the system's.
-    public var caFile: String? {
-        get { transfer.caFile }
-        set { transfer.caFile = newValue }
-    }
-    /// Every request through this HTTP proxy (`proxy`, as curl's `--proxy`); nil leaves the
-    /// environment's `http_proxy`, `https_proxy` and `no_proxy` to apply (SPEC §12).
-    public var proxy: String? {
-        get { transfer.proxy }
-        set { transfer.proxy = newValue }
-    }
-    /// Hosts, comma-separated, that bypass the proxy (`noproxy`, as curl's `--noproxy`).
-    public var noProxy: String? {
-        get { transfer.noProxy }
-        set { transfer.noProxy = newValue }
-    }
     /// Sleep a random 0 to `jitter` seconds first (for fleets of devices).
     public var jitter: Double = 0
     /// At most this many bytes per second in all (shared by the parallel transfers).
@@ -440,12 +408,6 @@ public struct FetchOptions: Sendable {
     /// The feed's signature from this `.minisig` file instead of where it would be fetched
     /// (`FEED.minisig`, the feed URL's): needed for a feed read from standard input.
     public var signatureFile: String?
-    /// Polled while the fetch runs: returning true stops it (as SIGINT does in the command
-    /// line) — transfers stop, partial files are kept, what finished is committed.
-    public var isCancelled: (@Sendable () -> Bool)? {
-        get { transfer.isCancelled }
-        set { transfer.isCancelled = newValue }
-    }
 
     public init(feed: String? = nil) {
         self.feed = feed
@@ -454,7 +416,7 @@ public struct FetchOptions: Sendable {
     /// The ranges an app could get wrong; the command line checks them first, with its own
     /// messages.
     func validate() throws {
-        try transfer.validate(deadline: deadline)
+        try transfer.validate()
         func check(_ ok: Bool, _ what: String) throws {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
@@ -481,12 +443,12 @@ public struct FetchOptions: Sendable {
 
 extension FetchOptions {
     /// A `download-hours` window: `HH:MM-HH:MM` (as an ad's `hours`) whose start is not its end.
-    public static func isDownloadWindow(_ text: String) -> Bool {
+    package static func isDownloadWindow(_ text: String) -> Bool {
         Schedule.window(text) != nil
     }
 
     /// A `--header` as curl takes it: `Name: value`, a name before the colon, on one line.
-    public static func isHeader(_ h: String) -> Bool {
+    package static func isHeader(_ h: String) -> Bool {
         guard let colon = h.firstIndex(of: ":") else { return false }
         return colon != h.startIndex && !h.contains("\n") && !h.contains("\r")
     }
@@ -520,52 +482,16 @@ public struct NextOptions: Sendable {
 
 /// How `report` delivers the queue.
 public struct ReportOptions: Sendable {
-    var transfer = TransferSettings()
-    /// The connect time, and the longest stretch without a byte, per delivery.
-    public var timeout: Double {
-        get { transfer.timeout }
-        set { transfer.timeout = newValue }
-    }
-    /// Stop the run this many seconds after it starts; what is undelivered stays queued.
-    public var deadline: Double?
-    public var parallel: Int {
-        get { transfer.parallel }
-        set { transfer.parallel = newValue }
-    }
-    public var retries: Int {
-        get { transfer.retries }
-        set { transfer.retries = newValue }
-    }
-    public var caFile: String? {
-        get { transfer.caFile }
-        set { transfer.caFile = newValue }
-    }
-    public var userAgent: String? {
-        get { transfer.userAgent }
-        set { transfer.userAgent = newValue }
-    }
-    /// As `FetchOptions.proxy` and `noProxy`.
-    public var proxy: String? {
-        get { transfer.proxy }
-        set { transfer.proxy = newValue }
-    }
-    public var noProxy: String? {
-        get { transfer.noProxy }
-        set { transfer.noProxy = newValue }
-    }
+    /// What every delivery shares (as `FetchOptions.transfer`).
+    public var transfer = TransferOptions()
     /// Override the configuration's bounds for this run.
     public var maxEvents: Int?
     public var maxEventAge: Int?
-    /// Polled while deliveries run: true stops them (what finished is recorded).
-    public var isCancelled: (@Sendable () -> Bool)? {
-        get { transfer.isCancelled }
-        set { transfer.isCancelled = newValue }
-    }
 
     public init() {}
 
     func validate() throws {
-        try transfer.validate(deadline: deadline)
+        try transfer.validate()
         func check(_ ok: Bool, _ what: String) throws {
             if !ok { throw AdCacheError.invalidRequest(what) }
         }
@@ -589,18 +515,18 @@ public struct StatsOptions: Sendable {
 
 /// The ranges of the options, written once: the library checks them (`validate`) and the
 /// command line declares its options with them (its own messages, checked first).
-public enum OptionRanges {
+package enum OptionRanges {
     /// Seconds: `--timeout`.
-    public static let timeout: ClosedRange<Double> = 0.001...86400
+    package static let timeout: ClosedRange<Double> = 0.001...86400
     /// Seconds: `--deadline`.
-    public static let deadline: ClosedRange<Double> = 0.001...31_536_000
-    public static let parallel: ClosedRange<Int> = 1...64
-    public static let retries: ClosedRange<Int> = 0...20
+    package static let deadline: ClosedRange<Double> = 0.001...31_536_000
+    package static let parallel: ClosedRange<Int> = 1...64
+    package static let retries: ClosedRange<Int> = 0...20
     /// Seconds: `--jitter`.
-    public static let jitter: ClosedRange<Double> = 0...86400
-    public static let maxEvents: ClosedRange<Int> = 1...10_000_000
+    package static let jitter: ClosedRange<Double> = 0...86400
+    package static let maxEvents: ClosedRange<Int> = 1...10_000_000
     /// Days: `--max-event-age`.
-    public static let maxEventAge: ClosedRange<Int> = 1...365
+    package static let maxEventAge: ClosedRange<Int> = 1...365
 }
 
 extension TransferSettings {
@@ -745,6 +671,9 @@ public struct FetchReport: Sendable {
         /// 5xx, a short body); false for a failure for good (4xx, invalid content, too large,
         /// a wrong sha256, a refused redirect).
         public var transient = false
+        /// For a failure: the same value as the errors' (SPEC §1 v4) — the HTTP status, the
+        /// kind, whether it is transient, the VAST error code of a VAST ad's media file.
+        public var failure: AdCacheError.Failure?
         /// For a new version pending or failed: the ad still shows the file it had.
         public var olderFileServes = false
         /// Pending because of the download window or the day's budget (SPEC §12): not a

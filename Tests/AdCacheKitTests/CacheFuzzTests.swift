@@ -130,7 +130,7 @@ import Testing
             if rng.next() % 4 == 0 { attempt("verify") { _ = try c.verify() } }   // it rewrites what it finds damaged
             attempt("prune") { _ = try c.prune(PruneOptions(maxSize: rng.next() % 2 == 0 ? nil : 4_000)) }
             var options = ReportOptions()
-            options.timeout = 5
+            options.transfer.timeout = 5
             attempt("report") { _ = try c.report(options) }
             // The next launch after the damage is not blocked by it.
             attempt("next again") { _ = try c.next() }

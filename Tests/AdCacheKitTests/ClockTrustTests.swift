@@ -23,7 +23,7 @@ import Testing
     func fetch(_ h: FetchHarness, warnings: Collected) throws -> FetchReport {
         let cache = AdCache(.init(directory: h.store.directory, diagnostics: warnings.add))
         var o = FetchOptions(feed: h.server.url("/feed.json"))
-        o.retries = 0
+        o.transfer.retries = 0
         return try cache.fetch(o)
     }
 
@@ -128,7 +128,7 @@ import Testing
                 .init(directory: h.store.directory, clock: .device { Date(timeIntervalSince1970: start + seconds) }))
         }
         var o = FetchOptions(feed: h.server.url("/feed.json"))
-        o.retries = 0
+        o.transfer.retries = 0
         _ = try cache(after: 0).fetch(o)
         let stored = try #require(try h.index().feed?.freshUntil)
         #expect(abs(stored - (start - ahead + 3600)) < 120, "fresh until an hour of the server's time")
@@ -155,7 +155,7 @@ import Testing
                     { Date(timeIntervalSince1970: booted1970 + Date().timeIntervalSince1970 - start) },
                     bootClock: true)))
         var o = FetchOptions(feed: h.server.url("/feed.json"))
-        o.retries = 0
+        o.transfer.retries = 0
         #expect(try before.fetch(o).ads.map(\.outcome) == [.downloaded])
         #expect(try h.index().clockSync != nil)
         // NTP synced: the device clock is right now.
@@ -178,7 +178,7 @@ import Testing
         let tracker = h.server.url("/imp")
         serve(h, feed: #"[{"id":"a","url":"a.jpg","tracking":{"impression":["\#(tracker)"]}}]"#, skew: 0)
         var o = FetchOptions(feed: h.server.url("/feed.json"))
-        o.retries = 0
+        o.transfer.retries = 0
         o.report = false
         _ = try AdCache(.init(directory: h.store.directory)).fetch(o)
         for _ in 0..<3 { _ = try AdCache(.init(directory: h.store.directory)).shown() }

@@ -59,7 +59,7 @@ final class FetchHarness: @unchecked Sendable {
     func fetch(at: Double? = nil, _ configure: (inout FetchOptions) -> Void = { _ in }) throws -> FetchReport {
         var o = FetchOptions()
         o.feed = server.url("/feed.json")
-        o.transfer.retryBaseDelay = 0.05
+        o.transfer.settings.retryBaseDelay = 0.05
         configure(&o)
         let fetcher = Fetcher(
             store: store, options: o,
@@ -584,7 +584,7 @@ final class FetchHarness: @unchecked Sendable {
         // An hour's Retry-After is longer than any wait (5 minutes; 0.5 s here): this run
         // gives up on the ad at once, transiently; the next run tries again.
         let started0 = monotonicNow()
-        let capped = try h.fetch { $0.transfer.maxWait = 0.5 }
+        let capped = try h.fetch { $0.transfer.settings.maxWait = 0.5 }
         #expect(capped.ads[0].outcome == .failed)
         #expect(h.server.requests(to: "/a.jpg").count == 1)
         #expect(monotonicNow() - started0 < 3)
@@ -596,7 +596,7 @@ final class FetchHarness: @unchecked Sendable {
         }
         h.feed(#"[{"id":"b","url":"b.jpg"}]"#)
         let started = monotonicNow()
-        let bounded = try h.fetch { $0.transfer.deadline = monotonicNow() + 5 }
+        let bounded = try h.fetch { $0.transfer.settings.deadline = monotonicNow() + 5 }
         #expect(bounded.ads[0].outcome == .failed)
         #expect(bounded.ads[0].error?.contains("HTTP 503") == true)
         #expect(h.server.requests(to: "/b.jpg").count == 1)
@@ -609,7 +609,7 @@ final class FetchHarness: @unchecked Sendable {
         let h = try FetchHarness()
         h.feed(#"[{"id":"a","url":"a.jpg"}]"#)
         do {
-            _ = try h.fetch { $0.transfer.refuseOption = EasyTransfer.protocolsOption }
+            _ = try h.fetch { $0.transfer.settings.refuseOption = EasyTransfer.protocolsOption }
             Issue.record("the fetch should fail")
         } catch let e as AdCacheError {
             #expect(e.caseName == "libraryMissing")
@@ -681,7 +681,7 @@ final class FetchHarness: @unchecked Sendable {
         }
         h.feed(#"[{"id":"s","url":"slow.jpg"}]"#)
         let report = try h.fetch {
-            $0.transfer.stallSeconds = 1; $0.transfer.retries = 0
+            $0.transfer.settings.stallSeconds = 1; $0.transfer.retries = 0
         }
         #expect(report.ads[0].error?.contains("stalled") == true)
     }
@@ -697,7 +697,7 @@ final class FetchHarness: @unchecked Sendable {
             return resp
         }
         h.feed(#"[{"id":"fast","url":"fast.jpg"},{"id":"slow","url":"slow.mp4"}]"#)
-        let report = try h.fetch { $0.transfer.deadline = monotonicNow() + 1.2 }
+        let report = try h.fetch { $0.transfer.settings.deadline = monotonicNow() + 1.2 }
         #expect(!report.isComplete)
         #expect(report.ads.map(\.outcome) == [.downloaded, .pending])
         let index = try h.index()

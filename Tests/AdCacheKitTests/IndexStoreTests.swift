@@ -92,12 +92,11 @@ import Testing
 
     @Test func indexLockTimesOutWithBusy() throws {
         let f = try CacheFixture(); defer { f.remove() }
-        f.store.lockTimeout = 0.2
-        let other = CacheStore(directory: f.store.directory)
-        other.lockTimeout = 0.2
+        let mine = CacheStore(directory: f.store.directory, lockTimeout: 0.2)
+        let other = CacheStore(directory: f.store.directory, lockTimeout: 0.2)
         // flock locks belong to the open file description: a second open in this process
         // contends like another process would.
-        try f.store.withIndexLock {
+        try mine.withIndexLock {
             do {
                 try other.withIndexLock {}
                 Issue.record("the second lock should not be granted")

@@ -69,7 +69,7 @@ import Testing
 
         func report(_ configure: (inout ReportOptions) -> Void = { _ in }) throws -> ReportResult {
             var o = ReportOptions()
-            o.transfer.retryBaseDelay = 0.02
+            o.transfer.settings.retryBaseDelay = 0.02
             configure(&o)
             return try cache().report(o)
         }
@@ -185,7 +185,7 @@ import Testing
         let port = p.h.server.port
         p.h.server.stop()
         let offline = try p.report {
-            $0.retries = 0; $0.timeout = 2
+            $0.transfer.retries = 0; $0.transfer.timeout = 2
         }
         #expect(offline.counts == ReportResult(delivered: 0, pending: 4, dropped: 0))
         #expect(offline.lastError?.contains("could not connect") == true, "report -v says why")
@@ -219,7 +219,7 @@ import Testing
         // A 503 that persists through the run's retries stays queued for the next run.
         p.setTracker { _ in .text(503, "down") }
         _ = try p.cache().shown()
-        #expect(try p.report { $0.retries = 1 }.counts == ReportResult(delivered: 0, pending: 1, dropped: 0))
+        #expect(try p.report { $0.transfer.retries = 1 }.counts == ReportResult(delivered: 0, pending: 1, dropped: 0))
         let pending = p.trackerRequests.suffix(2)
         p.setTracker { _ in .text(204, "") }
         #expect(try p.report() == ReportResult(delivered: 1, pending: 0, dropped: 0))
@@ -399,10 +399,10 @@ import Testing
         for i in 0..<3 { _ = try p.cache(at: now - 40 * 86400 + Double(i)).shown() }
         for i in 0..<10 { try p.cache(at: now + Double(i)).event(.click, id: "a") }
         p.setTracker { _ in .text(503, "down") }
-        #expect(try p.report { $0.retries = 0 }.pending == 13)
+        #expect(try p.report { $0.transfer.retries = 0 }.pending == 13)
         #expect(try p.cache().stats().droppedAge == 5, "queued more than 30 days ago; the 3 misdated stay")
         let r = try p.report {
-            $0.maxEvents = 4; $0.retries = 0
+            $0.maxEvents = 4; $0.transfer.retries = 0
         }
         #expect(r.pending == 4)
         let stats = try p.cache().stats()
@@ -449,8 +449,7 @@ import Testing
     /// launch folds it, and nothing is lost or counted twice.
     @Test func aLongJournalIsFoldedByALaunch() throws {
         let p = try Harness()
-        let store = CacheStore(directory: p.h.store.directory)
-        store.journalFoldSize = 2000
+        let store = CacheStore(directory: p.h.store.directory, journalFoldSize: 2000)
         let selector = Selector(store: store, proofOfPlay: .init(), warn: { _ in })
         var sizes: [Int64] = []
         for _ in 0..<12 {

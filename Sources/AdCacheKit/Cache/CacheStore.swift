@@ -11,7 +11,7 @@
 
 /// The cache directory: where each file lives, the index's atomic load and save, and the
 /// locks that keep concurrent runs safe (SPEC §3, §6).
-final class CacheStore {
+final class CacheStore: Sendable {
     /// The directory, held open: every file below is reached through it (SPEC §6).
     let dir: CacheDirectory
     var directory: String { dir.path }
@@ -29,14 +29,21 @@ final class CacheStore {
     var assetsDirectory: String { dir.path(of: .assets) }
     var partialDirectory: String { dir.path(of: .partial) }
 
-    /// How long `next` and the other commands wait for the index lock (SPEC §6).
-    var lockTimeout: Double = 1
+    /// How long `next` and the other commands wait for a lock (SPEC §6): a constant, never
+    /// raised for one caller — a longer wait is passed to the call that needs it (a fetch's
+    /// commit), so that a launch sharing the store keeps its second.
+    let lockTimeout: Double
     /// Past this many bytes of journal, `next` folds it itself (about 4,000 shows).
-    var journalFoldSize: Int64 = 1 << 20
+    let journalFoldSize: Int64
 
     /// `warn` hears what the directory itself is found to be (a link where a folder belongs,
     /// a cache others can write while running as root).
-    init(directory: String, warn: @escaping WarningSink = { _ in }) {
+    init(
+        directory: String, warn: @escaping WarningSink = { _ in }, lockTimeout: Double = 1,
+        journalFoldSize: Int64 = 1 << 20
+    ) {
+        self.lockTimeout = lockTimeout
+        self.journalFoldSize = journalFoldSize
         let path = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         dir = CacheDirectory(path: path, warn: warn)
         indexFile = dir.file("index.json")
@@ -301,8 +308,9 @@ final class CacheStore {
     }
 
     /// Read-modify-write of the index under its lock; writes only when `body` changed it.
-    func update<T>(warn: WarningSink, _ body: (inout CacheIndex) throws -> T) throws -> T {
-        try withIndexLock {
+    /// `timeout`: how long to wait for the index lock (default `lockTimeout`).
+    func update<T>(warn: WarningSink, timeout: Double? = nil, _ body: (inout CacheIndex) throws -> T) throws -> T {
+        try withIndexLock(timeout: timeout) {
             var index = try loadLocked(warn: warn).index
             let before = index
             let result = try body(&index)

@@ -14,7 +14,11 @@ public struct VerifyReport: Sendable {
     public var missing: [String] = []
     /// One line per problem, as a person reads it.
     public var problems: [String] = []
+    /// Stopped early by a cancellation (the async `verify`): the files checked before it are
+    /// reported (and set aside when damaged), the rest were not checked.
+    public var cancelled = false
 
+    /// Nothing damaged or missing.
     public var isHealthy: Bool { damaged.isEmpty && missing.isEmpty }
 }
 
@@ -30,13 +34,19 @@ extension CacheStore {
     /// lock held; then, under the index lock, the records of the files that failed lose them
     /// (their ads are `missing` until a fetch downloads them again) and a damaged file is
     /// moved aside for inspection (`prune` removes it).
-    func verify(warn: WarningSink) throws -> VerifyReport {
+    /// `isCancelled`: asked before each file; once true, what was found so far is committed
+    /// and the report returned with `cancelled` set.
+    func verify(warn: WarningSink, isCancelled: (() -> Bool)? = nil) throws -> VerifyReport {
         var report = VerifyReport()
         guard exists else { return report }
         let index = try load(warn: warn)
         var verdicts: [String: Bool] = [:]   // file name → passed; each file hashed once
         var failed: [String: String] = [:]   // file name → why
         for r in index.ads {
+            if isCancelled?() == true {
+                report.cancelled = true
+                break
+            }
             guard let name = r.file, AssetName.isValid(name) else {
                 // A file an earlier verify (or a lost file) took from the record: still missing
                 // on every run until a fetch downloads it again (SPEC §4).

@@ -80,6 +80,66 @@ struct TransferSettings: Sendable {
     init() {}
 }
 
+/// What every transfer of one call shares — `FetchOptions.transfer` and
+/// `ReportOptions.transfer` alike (SPEC §1 v4).
+public struct TransferOptions: Sendable {
+    /// The settings the engine runs with (the public ones below, and knobs of its own).
+    var settings = TransferSettings()
+
+    /// The connect time, and the longest stretch without a byte, per transfer (seconds,
+    /// 0.001 to 86400; default 30).
+    public var timeout: Double {
+        get { settings.timeout }
+        set { settings.timeout = newValue }
+    }
+    /// Stop the whole call this many seconds after it starts (0.001 to 31536000): what
+    /// finished is kept, the rest waits for the next call. Nil: no deadline.
+    public var deadline: Double?
+    /// Transfers at once, 1 to 64 (default 4).
+    public var parallel: Int {
+        get { settings.parallel }
+        set { settings.parallel = newValue }
+    }
+    /// Retries of a transient failure, 0 to 20 (default 2).
+    public var retries: Int {
+        get { settings.retries }
+        set { settings.retries = newValue }
+    }
+    /// The User-Agent of every request; nil is `AdCache.userAgent`.
+    public var userAgent: String? {
+        get { settings.userAgent }
+        set { settings.userAgent = newValue }
+    }
+    /// Trust the CA certificates in this file instead of the system's.
+    public var caFile: String? {
+        get { settings.caFile }
+        set { settings.caFile = newValue }
+    }
+    /// Every request through this HTTP proxy (as curl's `--proxy`); nil leaves the
+    /// environment's `http_proxy`, `https_proxy` and `no_proxy` to apply (SPEC §12).
+    public var proxy: String? {
+        get { settings.proxy }
+        set { settings.proxy = newValue }
+    }
+    /// Hosts, comma-separated, that bypass the proxy (as curl's `--noproxy`).
+    public var noProxy: String? {
+        get { settings.noProxy }
+        set { settings.noProxy = newValue }
+    }
+    /// Polled while the transfers run: true stops them (as SIGINT does in the command line)
+    /// — partial files are kept, what finished is committed. The `async` calls set it from
+    /// task cancellation.
+    public var isCancelled: (@Sendable () -> Bool)? {
+        get { settings.isCancelled }
+        set { settings.isCancelled = newValue }
+    }
+
+    /// The defaults.
+    public init() {}
+
+    func validate() throws { try settings.validate(deadline: deadline) }
+}
+
 /// Why a transfer failed, in the few cases a person can act on.
 enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
     case couldNotResolve(String)
@@ -166,6 +226,33 @@ enum TransferError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// Worth another try (`disposition` is transient).
     var isTransient: Bool { disposition == .transient }
+
+    /// The public value of this failure (SPEC §1 v4), with `message` for a person.
+    func failure(_ message: String) -> AdCacheError.Failure {
+        var f = AdCacheError.Failure(message, kind: kind, transient: isTransient)
+        if case .httpStatus(let status) = self { f.httpStatus = status }
+        if case .libcurl(let code, _, _) = self { f.curlCode = Int(code) }
+        return f
+    }
+
+    private var kind: AdCacheError.Failure.Kind {
+        switch self {
+        case .httpStatus: return .http
+        case .couldNotResolve: return .resolve
+        case .couldNotConnect: return .connect
+        case .proxyUnreachable: return .proxy
+        case .tls: return .tls
+        case .timedOut, .stalled: return .timeout
+        case .tooLarge: return .tooLarge
+        case .truncated: return .truncated
+        case .tooManyRedirects: return .redirect
+        case .malformedURL, .refusedScheme: return .badURL
+        case .fileNotFound: return .file
+        case .libcurl, .oddReply: return .network
+        case .deadline, .interrupted: return .stopped
+        case .writeFailed, .libcurlRefused, .other: return .other
+        }
+    }
 }
 
 /// What came back.

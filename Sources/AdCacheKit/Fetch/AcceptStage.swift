@@ -110,7 +110,7 @@ extension Fetcher {
             let signed = try verified.map { try judge.signedRules(feed, $0, digest: digest, before: before) }
             if signed != nil { judge.signedTags(&feed) }
             let documents = judge.vastStage(&feed, request, signedRoot: signed != nil, before: before)
-            if options.isCancelled?() == true, feed.hasVAST {
+            if options.transfer.isCancelled?() == true, feed.hasVAST {
                 // Cut short while its documents were read: what was not read would withdraw
                 // their ads. Nothing changes (the signal's exit status wins, SPEC §5).
                 throw AdCacheError.tryAgainLater("interrupted while reading the feed's VAST documents; nothing changed")
@@ -140,7 +140,9 @@ extension Fetcher {
             "; first: " + $0.message.dropFirst("skipping ".count)
         }
         let message = "no ad of the feed \(feedText) can be used (\(feed.listed) skipped\(first ?? ""))"
-        throw feed.vastTransientFailures > 0 ? AdCacheError.tryAgainLater(message) : AdCacheError.feedInvalid(message)
+        let transient = feed.vastTransientFailures > 0
+        let failure = AdCacheError.Failure(message, kind: .content, transient: transient, refusal: .noUsableAd)
+        throw transient ? AdCacheError.tryAgainLater(failure) : AdCacheError.feedInvalid(failure)
     }
 }
 

@@ -61,10 +61,13 @@ extension Fetcher {
                 partial.keepIfResumable()
                 var r = AssetResult.failedForNow("\(url): \(error)")
                 if error == .timedOut || error == .stalled { r.mediaError = .mediaTimeout }
+                r.transferError = error
                 return all(r)
             }
             partial.discard()   // never keep what failed for good (an over-cap partial included)
-            return all(forGood("\(url): \(error)", error == .httpStatus(404) ? .mediaNotFound : .mediaGeneral))
+            var r = forGood("\(url): \(error)", error == .httpStatus(404) ? .mediaNotFound : .mediaGeneral)
+            r.transferError = error
+            return all(r)
         }
         if response.notModified {
             if let c = job.cached, job.retriedError == nil {

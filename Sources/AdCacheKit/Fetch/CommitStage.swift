@@ -24,15 +24,12 @@ extension Fetcher {
         // A run's downloads are worth more than a second's wait: the commit waits for the
         // index lock as long as the deadline allows (a minute without one), not the second a
         // launch waits (SPEC §6; a fold by another command may hold it a while).
-        let wait = options.transfer.deadline.map { max(1, $0 - monotonicNow()) } ?? 60
-        let launchWait = store.lockTimeout
-        store.lockTimeout = max(launchWait, wait)
-        defer { store.lockTimeout = launchWait }
+        let wait = max(store.lockTimeout, options.settings.deadline.map { max(1, $0 - monotonicNow()) } ?? 60)
         var leftovers: [CacheFile] = []
         do {
             _ = try merge(
                 feed, results: results, feedState: feedState, signed: signed, received: received, past: past,
-                sweep: sweep
+                sweep: sweep, wait: wait
             ) {
                 leftovers = $0
             }
@@ -59,10 +56,10 @@ extension Fetcher {
     /// the index no longer names, and gives `leftovers` what the sweep deletes.
     func merge(
         _ feed: Feed, results: [String: AssetResult], feedState: FeedSource?, signed: SignedFeed? = nil,
-        received: Int64, past: PastShows, sweep: Bool, leftovers: ([CacheFile]) -> Void
+        received: Int64, past: PastShows, sweep: Bool, wait: Double? = nil, leftovers: ([CacheFile]) -> Void
     ) throws -> [String] {
         let ads = feed.ads
-        return try store.update(warn: warn) { index in
+        return try store.update(warn: warn, timeout: wait) { index in
             let filesBefore = Set(index.ads.compactMap(\.file))
             var byID = Dictionary(index.ads.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             let known = Set(byID.keys)

@@ -12,14 +12,14 @@
 
 /// The download stage of a fetch.
 extension Fetcher {
-    /// The download stage: the planned transfers, `options.parallel` at once, each checked as
+    /// The download stage: the planned transfers, `options.transfer.parallel` at once, each checked as
     /// it ends (`finishAsset`); what did not fit on the disk is tried again one at a time.
     /// Returns the asset body bytes received (resumed bytes counted once): the day's count.
     func downloadAssets(_ jobs: [Job], _ results: inout [String: AssetResult]) -> Int64 {
         var received: Int64 = 0
-        var settings = options.transfer
+        var settings = options.settings
         if let rate = options.limitRate {   // the run's one bucket, shared by the transfers at once
-            let share = max(1, rate / Int64(max(1, min(options.parallel, jobs.count))))
+            let share = max(1, rate / Int64(max(1, min(options.transfer.parallel, jobs.count))))
             // A share under the stall rule's 1 KiB/s is slow by request, not stalled.
             settings.stallBytesPerSecond = Int(min(Int64(settings.stallBytesPerSecond), max(1, share / 2)))
         }
@@ -42,7 +42,9 @@ extension Fetcher {
     {
         var received: Int64 = 0
         let full = jobs.indices.filter { results[jobs[$0].ads[0].id]?.noSpace == true }
-        guard settings.parallel > 1, jobs.count > 1, !full.isEmpty, options.isCancelled?() != true else { return 0 }
+        guard settings.parallel > 1, jobs.count > 1, !full.isEmpty, options.transfer.isCancelled?() != true else {
+            return 0
+        }
         let order = full.sorted {
             (results[jobs[$0].ads[0].id]?.announcedBytes ?? .max, $0)
                 < (results[jobs[$1].ads[0].id]?.announcedBytes ?? .max, $1)
@@ -116,7 +118,7 @@ extension Fetcher {
             // Announced by the feed (VAST's fileSize), else by nobody until it answers.
             let announced = job.ads.compactMap(\.fileSize).first
             if let size = announced {
-                if used + size <= budget, admitted.count < options.parallel, !alone {
+                if used + size <= budget, admitted.count < options.transfer.parallel, !alone {
                     admitted.append(job)
                     used += size
                 } else if used + size <= budget {

@@ -62,9 +62,9 @@ extension Fetcher {
         var request = first
         request.followRedirects = options.headers.isEmpty
         let origin = Self.origin(first.url)
-        var settings = options.transfer
+        var settings = options.settings
         settings.retryAfterEndsAttempts = true
-        for _ in 0...options.transfer.maxRedirects {
+        for _ in 0...options.settings.maxRedirects {
             var response = TransferResponse()
             TransferEngine(settings: settings).run([request]) { _, r in response = r }
             if !request.followRedirects, (300...399).contains(response.status), response.status != 304,
@@ -74,7 +74,7 @@ extension Fetcher {
                     ["http", "https"].contains(next.scheme?.lowercased() ?? "")
                 else {
                     throw AdCacheError.feedUnreachable(
-                        "cannot fetch \(what) \(first.url): refused: a redirect to \(location)")
+                        .init("cannot fetch \(what) \(first.url): refused: a redirect to \(location)", kind: .redirect))
                 }
                 request.url = next.absoluteString
                 request.headers = Self.origin(request.url) == origin ? first.headers : []
@@ -88,15 +88,16 @@ extension Fetcher {
                     let origin = Self.origin(response.effectiveURL.isEmpty ? request.url : response.effectiveURL)
                 {
                     throw FeedUnreachable(
-                        error: .feedUnreachable("cannot fetch \(what) \(first.url): \(error)"),
+                        error: .feedUnreachable(error.failure("cannot fetch \(what) \(first.url): \(error)")),
                         retryAfter: RetryAfter(origin: origin, until: now() + min(after, RetryAfter.cap)))
                 }
-                throw AdCacheError.feedUnreachable("cannot fetch \(what) \(first.url): \(error)")
+                throw AdCacheError.feedUnreachable(error.failure("cannot fetch \(what) \(first.url): \(error)"))
             }
             if response.effectiveURL.isEmpty { response.effectiveURL = request.url }
             return response
         }
-        throw AdCacheError.feedUnreachable("cannot fetch \(what) \(first.url): too many redirects")
+        throw AdCacheError.feedUnreachable(
+            .init("cannot fetch \(what) \(first.url): too many redirects", kind: .redirect))
     }
 
     /// scheme://host:port, lowercased, with the default port made explicit.
@@ -164,7 +165,9 @@ extension Fetcher {
             let bytes = options.feedContent ?? []
             guard Int64(bytes.count) <= options.maxFeedSize else {
                 throw AdCacheError.feedUnreachable(
-                    "cannot read the feed: standard input is larger than the limit of \(options.maxFeedSize) bytes")
+                    .init(
+                        "cannot read the feed: standard input is larger than the limit of \(options.maxFeedSize) bytes",
+                        kind: .tooLarge))
             }
             return FeedDownload(body: bytes, finalURL: FeedParser.standardInputBase)
         case .local(let path):
@@ -172,7 +175,7 @@ extension Fetcher {
             do {
                 bytes = try FileIO.read(path, limit: options.maxFeedSize)
             } catch let e as AdCacheError {
-                throw AdCacheError.feedUnreachable("cannot read the feed: \(e.message)")
+                throw AdCacheError.feedUnreachable(.init("cannot read the feed: \(e.message)", kind: .file))
             }
             return FeedDownload(body: bytes, finalURL: URL(fileURLWithPath: path))
         case .remote(let url):

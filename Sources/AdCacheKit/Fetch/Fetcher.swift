@@ -48,14 +48,14 @@ struct Fetcher {
         reportStep: ((TransferSettings, _ now: @escaping () -> Double) -> Void)? = nil
     ) {
         var options = options
-        if let seconds = options.deadline { options.transfer.deadline = monotonicNow() + seconds }
+        if let seconds = options.transfer.deadline { options.settings.deadline = monotonicNow() + seconds }
         // One budget for the run (SPEC §4): every transfer of it — the feed, VAST documents,
         // the report step's deliveries, the assets — takes its bytes from this one bucket.
         if let rate = options.limitRate {
-            options.transfer.rateLimiter = RateLimiter(bytesPerSecond: rate)
+            options.settings.rateLimiter = RateLimiter(bytesPerSecond: rate)
             // A limit under the stall rule's 1 KiB/s is slow by request, not stalled.
-            options.transfer.stallBytesPerSecond = Int(
-                min(Int64(options.transfer.stallBytesPerSecond), max(1, rate / 2)))
+            options.settings.stallBytesPerSecond = Int(
+                min(Int64(options.settings.stallBytesPerSecond), max(1, rate / 2)))
         }
         self.store = store
         self.options = options
@@ -168,16 +168,16 @@ struct Fetcher {
 
     /// The report step on this fetcher's clock; a failure there is the step's own warning.
     func report() {
-        reportStep?(options.transfer) { self.now() }
+        reportStep?(options.settings) { self.now() }
     }
 
     /// `--jitter`: a random pause first, within the deadline, cut short by a signal.
     private func waitJitter() {
         guard options.jitter > 0 else { return }
         var pause = Double.random(in: 0...options.jitter)
-        if let deadline = options.transfer.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
+        if let deadline = options.settings.deadline { pause = min(pause, max(0, deadline - monotonicNow())) }
         let until = monotonicNow() + pause
-        while monotonicNow() < until, options.isCancelled?() != true {
+        while monotonicNow() < until, options.transfer.isCancelled?() != true {
             usleep(useconds_t(min(0.1, until - monotonicNow()) * 1e6))
         }
     }
@@ -212,7 +212,7 @@ struct Fetcher {
                 waiting += jobs
             }
             if admitted.isEmpty && moved.isEmpty { break }
-        } while !waiting.isEmpty && options.isCancelled?() != true
+        } while !waiting.isEmpty && options.transfer.isCancelled?() != true
         let served = Set(
             before.ads.filter { $0.state != .pending && store.filePresent($0) }.map { $0.id + " " + $0.url })
         for ad in feed.ads {
@@ -222,6 +222,7 @@ struct Fetcher {
             // A new version of the same URL pending or failed: the file before still serves.
             line.olderFileServes = [.pending, .failed].contains(r.outcome) && served.contains(ad.id + " " + ad.url)
             line.deferred = r.deferred
+            line.failure = r.failure(vast: ad.vast != nil)
             report.ads.append(line)
         }
 
@@ -266,7 +267,7 @@ struct Fetcher {
         report.vastTransientFailures = feed.vastTransientFailures
 
         // What was stopped (deadline, signal) waits in partial/ for the next run.
-        report.interrupted = options.isCancelled?() == true
+        report.interrupted = options.transfer.isCancelled?() == true
         report.deadlinePassed = !report.interrupted && report.ads.contains { $0.outcome == .pending && !$0.deferred }
         report.deferredUntil = report.deferred > 0 ? opensAt.map(Date.init(timeIntervalSince1970:)) : nil
         report.partialsKept = Set(jobsPending(report)).count

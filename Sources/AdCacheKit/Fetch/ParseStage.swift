@@ -35,7 +35,7 @@ extension Fetcher {
         }
         let root: VASTDocument
         do {
-            root = try VASTDocument.read(bytes, deadline: options.transfer.deadline)
+            root = try VASTDocument.read(bytes, deadline: options.settings.deadline)
         } catch {
             if error.libraryMissing { throw AdCacheError.libraryMissing(error.reason) }
             if error.transient {   // the deadline: not the feed's fault; nothing changed

@@ -46,6 +46,17 @@ extension Fetcher {
         /// For a failure: the VAST error it is for a media file (SPEC §10), typed where it
         /// happened (CheckStage); nil for one VAST does not hear of.
         var mediaError: VASTCode?
+        /// For a failure of the transfer: libcurl's or the server's (for `failure`).
+        var transferError: TransferError?
+
+        /// The failure as the public value (SPEC §1 v4); `vast`: the VAST error code counts.
+        func failure(vast: Bool) -> AdCacheError.Failure? {
+            guard outcome == .failed, let error else { return nil }
+            var f = transferError?.failure(error) ?? AdCacheError.Failure(error, kind: .content)
+            f.transient = transient
+            if vast, let code = mediaError { f.vastError = code.rawValue }
+            return f
+        }
 
         static func failedForGood(_ message: String, etag: String? = nil, lastModified: String? = nil) -> AssetResult {
             AssetResult(outcome: .failed, error: message, failedEtag: etag, failedLastModified: lastModified)

@@ -110,7 +110,7 @@ extension Fetcher {
         }
         /// Each distinct URL's answer this run: a document, or why there is none.
         var read: [String: Result<VASTDocument, VASTFailure>] = [:]
-        while !pending.isEmpty, options.isCancelled?() != true {
+        while !pending.isEmpty, options.transfer.isCancelled?() != true {
             let batch = pending
             pending = []
             var wanted: [String] = []
@@ -121,7 +121,7 @@ extension Fetcher {
             for (url, answer) in readVASTDocuments(wanted, kept: kept, &result) { read[url] = answer }
             for task in batch {
                 // The deadline bounds the chains as it bounds the transfers and the parse.
-                if let deadline = options.transfer.deadline, monotonicNow() >= deadline {
+                if let deadline = options.settings.deadline, monotonicNow() >= deadline {
                     result.pastDeadline += 1
                     continue
                 }
@@ -175,7 +175,7 @@ extension Fetcher {
         }
         var responses = [TransferResponse](repeating: TransferResponse(), count: asked.count)
         if !requests.isEmpty {
-            TransferEngine(settings: options.transfer).run(requests) { i, r in responses[i] = r }
+            TransferEngine(settings: options.settings).run(requests) { i, r in responses[i] = r }
         }
         var bodies: [(String, [UInt8])] = []
         for url in fresh {
@@ -202,12 +202,12 @@ extension Fetcher {
         }
         for (url, body) in bodies {
             // The deadline bounds the parse as it bounds the transfers.
-            if let deadline = options.transfer.deadline, monotonicNow() >= deadline {
+            if let deadline = options.settings.deadline, monotonicNow() >= deadline {
                 out[url] = .failure(VASTFailure(.wrapperTimeout, "not read before the deadline", transient: true))
                 continue
             }
             do {
-                out[url] = .success(try VASTDocument.read(body, deadline: options.transfer.deadline))
+                out[url] = .success(try VASTDocument.read(body, deadline: options.settings.deadline))
             } catch {
                 out[url] = .failure(
                     VASTFailure(

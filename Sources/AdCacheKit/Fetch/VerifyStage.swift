@@ -46,12 +46,12 @@ extension Fetcher {
         func local(_ path: String) throws -> SignatureDownload {
             var st = stat()
             if stat(path, &st) != 0, errno == ENOENT {
-                throw AdCacheError.feedInvalid("feed signature: missing (no \(path))")
+                throw AdCacheError.refused(.signatureMissing, "feed signature: missing (no \(path))")
             }
             do {
                 return SignatureDownload(body: try FileIO.read(path, limit: limit))
             } catch let e as AdCacheError {
-                throw AdCacheError.feedInvalid("feed signature: \(e.message)")
+                throw AdCacheError.refused(.signatureMissing, "feed signature: \(e.message)")
             }
         }
         if let file = options.signatureFile { return try local(file) }
@@ -69,9 +69,10 @@ extension Fetcher {
             let response = try fetchFeed(request, what: "the feed's signature") { error in
                 switch error {
                 case .httpStatus(let status) where [404, 410].contains(status):
-                    return AdCacheError.feedInvalid("feed signature: missing (\(signatureURL) answered \(status))")
+                    return AdCacheError.refused(
+                        .signatureMissing, "feed signature: missing (\(signatureURL) answered \(status))")
                 case .tooLarge:   // no signature is that large: a refusal, not a network fault
-                    return AdCacheError.feedInvalid("feed signature: \(signatureURL) is \(error)")
+                    return AdCacheError.refused(.signatureInvalid, "feed signature: \(signatureURL) is \(error)")
                 default: return nil
                 }
             }
@@ -96,11 +97,12 @@ extension Fetcher {
         let stored = download.stored
         guard let feed = download.body ?? stored?.feed,
             let signatureBytes = download.signature?.body ?? stored?.signature
-        else { throw AdCacheError.feedInvalid("feed signature: no signature to check the feed against") }
+        else { throw AdCacheError.refused(.signatureMissing, "feed signature: no signature to check the feed against") }
         let signature = try MinisignSignature(signatureBytes)
         guard let key = options.feedKeys.first(where: { $0.key.keyID == signature.keyID }) else {
             let configured = options.feedKeys.map(\.id).joined(separator: ", ")
-            throw AdCacheError.feedInvalid(
+            throw AdCacheError.refused(
+                .unknownKey,
                 "feed signature: made by key \(signature.keyIDText), which is not configured (configured: \(configured))"
             )
         }
@@ -123,30 +125,33 @@ extension Fetcher {
             // unless a newer one was accepted since (an index recovered from an older
             // generation: the copy kept apart knows better).
             if let kept, kept.serial > last.serial {
-                throw AdCacheError.feedInvalid(
+                throw AdCacheError.refused(
+                    .rollback,
                     "signed feed refused: rollback: its serial \(last.serial) is lower than the last accepted, \(kept.serial)"
                 )
             }
             signed = last
         } else {
             guard let serial = feed.serial else {
-                throw AdCacheError.feedInvalid(
-                    "signed feed refused: it has no top-level \"serial\" (a whole number ≥ 1)")
+                throw AdCacheError.refused(
+                    .expired, "signed feed refused: it has no top-level \"serial\" (a whole number ≥ 1)")
             }
             guard let validUntil = feed.validUntil else {
-                throw AdCacheError.feedInvalid("signed feed refused: it has no top-level \"validUntil\" (a time)")
+                throw AdCacheError.refused(.expired, "signed feed refused: it has no top-level \"validUntil\" (a time)")
             }
             // The last accepted serial: the index's, or the copy kept apart (an index lost or
             // cleared keeps it, SPEC §11).
             let lasts = [before.signed.map { ($0.serial, $0.sha256) }, kept].compactMap { $0 }
             for (lastSerial, lastDigest) in lasts {
                 if serial < lastSerial {
-                    throw AdCacheError.feedInvalid(
+                    throw AdCacheError.refused(
+                        .rollback,
                         "signed feed refused: rollback: its serial \(serial) is lower than the last accepted, \(lastSerial)"
                     )
                 }
                 if serial == lastSerial, lastDigest != digest {
-                    throw AdCacheError.feedInvalid(
+                    throw AdCacheError.refused(
+                        .rollback,
                         "signed feed refused: rollback: serial \(serial) was accepted before with other content")
                 }
             }
@@ -157,7 +162,8 @@ extension Fetcher {
         signed.signature = String(decoding: verified.signature, as: UTF8.self)
         let t = now()
         guard signed.validUntil > t else {
-            throw AdCacheError.feedInvalid(
+            throw AdCacheError.refused(
+                .expired,
                 "signed feed refused: expired feed: its validUntil \(Time.format(signed.validUntil)) has passed (now \(Time.format(t)))"
             )
         }

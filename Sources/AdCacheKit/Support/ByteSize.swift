@@ -6,8 +6,8 @@
 
 /// SIZE on the command line: bytes, optionally with K, M or G (powers of 1024), and a
 /// trailing `B` or `iB` in either case (`300MB`, `300MiB`, `10kb`).
-public enum ByteSize {
-    public static func parse(_ text: String) -> Int64? {
+package enum ByteSize {
+    package static func parse(_ text: String) -> Int64? {
         var digits = Substring(text)
         for unit in ["ib", "b"] where digits.count > unit.count && digits.lowercased().hasSuffix(unit) {
             let rest = digits.dropLast(unit.count)
@@ -34,7 +34,7 @@ public enum ByteSize {
     }
 
     /// 1536 → "1.5K", as `ls -h` does.
-    public static func human(_ bytes: Int64) -> String {
+    package static func human(_ bytes: Int64) -> String {
         let units = ["B", "K", "M", "G", "T"]
         var v = Double(bytes)
         var u = 0

@@ -57,7 +57,7 @@ struct MinisignSignature: Equatable, Sendable {
     var keyIDText: String { MinisignKey.hexID(keyID) }
 
     init(_ bytes: [UInt8]) throws {
-        func bad(_ what: String) -> AdCacheError { .feedInvalid("feed signature: \(what)") }
+        func bad(_ what: String) -> AdCacheError { .refused(.signatureInvalid, "feed signature: \(what)") }
         guard bytes.count <= 16384 else { throw bad("the signature file is too large") }
         let lines = String(decoding: bytes, as: UTF8.self).split(omittingEmptySubsequences: false) {
             $0 == "\n" || $0 == "\r\n"
@@ -86,18 +86,20 @@ struct MinisignSignature: Equatable, Sendable {
     /// comment's. Throws a one-line reason otherwise.
     func verify(_ message: [UInt8], with key: MinisignKey) throws {
         guard keyID == key.keyID else {
-            throw AdCacheError.feedInvalid("feed signature: made by key \(keyIDText), not by key \(key.id)")
+            throw AdCacheError.refused(.unknownKey, "feed signature: made by key \(keyIDText), not by key \(key.id)")
         }
         let api = try SigningAPI.shared.get()
         let signed = prehashed ? try api.blake2b512(message) : message
         guard try api.verifyEd25519(signature: signature, message: signed, publicKey: key.publicKey) else {
-            throw AdCacheError.feedInvalid("feed signature: does not verify with key \(key.id) (the feed was changed?)")
+            throw AdCacheError.refused(
+                .signatureInvalid, "feed signature: does not verify with key \(key.id) (the feed was changed?)")
         }
         guard
             try api.verifyEd25519(
                 signature: globalSignature, message: signature + Array(trustedComment.utf8), publicKey: key.publicKey)
         else {
-            throw AdCacheError.feedInvalid("feed signature: the trusted comment does not verify with key \(key.id)")
+            throw AdCacheError.refused(
+                .signatureInvalid, "feed signature: the trusted comment does not verify with key \(key.id)")
         }
     }
 }
