@@ -66,6 +66,7 @@ public final class AdCache {
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         store = CacheStore(directory: configuration.directory, warn: configuration.diagnostics)
+        store.ledger = configuration.proofOfPlay.ledgerDirectory.map(Ledger.init)
     }
 
     var moment: Moment {

@@ -33,6 +33,8 @@ final class CacheStore {
     var lockTimeout: Double = 1
     /// Past this many bytes of journal, `next` folds it itself (about 4,000 shows).
     var journalFoldSize: Int64 = 1 << 20
+    /// Where folds record every show and event (SPEC §14); nil: no ledger.
+    var ledger: Ledger?
 
     /// `warn` hears what the directory itself is found to be (a link where a folder belongs,
     /// a cache others can write while running as root).
