@@ -305,6 +305,7 @@ struct Ledger: Sendable {
         guard got > 0, let nl = head[..<got].firstIndex(of: 0x0A), let first = LedgerLine(Array(head[..<nl])),
             first.at < now - Double(Self.keptDays + Self.cutSlackDays) * 86400
         else { return }
+        lseek(fd, 0, SEEK_SET)
         let all = try FileIO.read(fd: fd, path: path)
         let cutoff = now - Double(Self.keptDays) * 86400
         var start = 0
