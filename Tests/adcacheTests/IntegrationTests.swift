@@ -79,7 +79,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.stdout.contains("4:--parallel\n"))
         #expect(
             r.stdout.contains(
-                "5:fetch next event report stats prune list why verify status check clear config help completions\n"))
+                "5:fetch next event report stats prune list why verify status check clear export config help completions\n"
+            ))
         #expect(r.stdout.contains("6:click complete\n"))
     }
 
