@@ -452,6 +452,8 @@ for rate in 20K 1M; do
     done
 done
 
+. bench/ledger.sh
+
 {
     echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(swift --version 2>&1 | head -1), $(curl --version | head -1 | cut -d' ' -f1-2), jq $(jq --version) — \`make bench\`"
     echo

@@ -69,6 +69,8 @@ struct Context {
         let vast = config.vast
         pop.playerSize = "\(vast.screenWidth),\(vast.screenHeight)"
         pop.limitAdTracking = vast.limitAdTracking
+        pop.ledgerDirectory = config.value("ledger-dir") ?? AdCache.defaultLedgerDirectory(environment: environment)
+        pop.deviceKey = config.value("device-key")
         return AdCache(
             .init(
                 directory: directory, clock: at.map { .fixed($0) } ?? .system, proofOfPlay: pop,
@@ -82,7 +84,7 @@ public enum CLI {
     static let commands: [any Command.Type] = [
         FetchCommand.self, NextCommand.self, EventCommand.self, ReportCommand.self, StatsCommand.self,
         PruneCommand.self, ListCommand.self, WhyCommand.self, VerifyCommand.self, StatusCommand.self, CheckCommand.self,
-        ClearCommand.self,
+        ClearCommand.self, ExportCommand.self,
         ConfigCommand.self,
         HelpCommand.self,
         CompletionsCommand.self,
@@ -94,7 +96,8 @@ public enum CLI {
     /// proxy variables itself): `main.swift` passes only these, read with getenv(3), rather
     /// than decoding the whole environment at every launch.
     public static let environmentNames = [
-        "ADCACHE_DIR", "ADCACHE_CONFIG", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME", "NO_COLOR", "TERM", "TMPDIR",
+        "ADCACHE_DIR", "ADCACHE_CONFIG", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "HOME", "NO_COLOR",
+        "TERM", "TMPDIR",
     ]
 
     /// The process's values of `environmentNames`.

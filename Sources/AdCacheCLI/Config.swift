@@ -37,7 +37,7 @@ struct Config {
     static let extraKeys: [String: ValueKind] = [
         "feed": .text, "device-id": .text, "report-url": .text, "feed-key": .text, "feed-keys-dir": .directory,
         "screen": .text, "max-bitrate": .text, "media-types": .text, "limit-ad-tracking": .text,
-        "impression": .text, "render-timeout": .text,
+        "impression": .text, "render-timeout": .text, "ledger-dir": .directory, "device-key": .file,
     ]
 
     /// Where the keys of signed feeds are when `feed-keys-dir` does not say (the Debian package
@@ -58,7 +58,10 @@ struct Config {
     /// made every plain `clear` delete the billing data; `json = true` turned every
     /// `AD=$(adcache next)` launcher's path into JSON). Render mode's standing setting is
     /// `impression = render`, not the flags.
-    static let runOnly = ["peek", "events", "at", "dry-run", "signature", "now", "json", "render", "choice"]
+    static let runOnly = [
+        "peek", "events", "at", "dry-run", "signature", "now", "json", "render", "choice", "output", "since", "until",
+        "verify", "public-key",
+    ]
 
     /// The files to read, in order: `--config`/`ADCACHE_CONFIG` alone, else the system's and
     /// the user's (those that exist).
@@ -140,6 +143,10 @@ struct Config {
             }
             if key == "feed-keys-dir" {
                 if value.isEmpty { throw UsageError(message: "\(at): 'feed-keys-dir' needs a directory") }
+                if !value.hasPrefix("/") { value = PathText.join(PathText.parent(path), value) }
+            }
+            if key == "ledger-dir" || key == "device-key" {   // SPEC §14
+                if value.isEmpty { throw UsageError(message: "\(at): '\(key)' needs a path") }
                 if !value.hasPrefix("/") { value = PathText.join(PathText.parent(path), value) }
             }
             if let problem = Self.vastProblem(key, value) { throw UsageError(message: "\(at): \(problem)") }

@@ -17,8 +17,10 @@ import Testing
         do {
             let report = try cache.fetch(FetchOptions(feed: feed))
             log("\(report.ads.count) ads, \(report.count(.downloaded)) downloaded")   // "3 ads, 3 downloaded"
-        } catch AdCacheError.feedUnreachable(let why) {
-            log("offline, keeping the cached ads: \(why)")
+        } catch AdCacheError.feedUnreachable(let failure) where failure.transient {
+            log("offline, keeping the cached ads: \(failure.message)")
+        } catch AdCacheError.feedUnreachable(let failure) {
+            log("the feed server refuses: HTTP \(failure.httpStatus ?? 0)")
         } catch {
             log("fetch failed: \(error)")
         }

@@ -65,7 +65,7 @@ struct ConsumerPackageTests {
                     print("\(name): refused, kind \(f.kind), refusal \(f.refusal.map { "\($0)" } ?? "none")")
                 case .tryAgainLater(let f):
                     print("\(name): later, transient \(f.transient)")
-                case .invalidRequest, .cacheUnwritable, .io, .busy, .libraryMissing, .unknownAd:
+                case .invalidRequest, .cacheUnwritable, .io, .busy, .libraryMissing, .unknownAd, .exportInvalid:
                     print("\(name): other: \(error.message)")
                 }
             } catch {

@@ -55,6 +55,7 @@ import Testing
         #expect(try String(contentsOfFile: control + "/conffiles", encoding: .utf8) == "/etc/adcache.conf\n")
         let postinst = try String(contentsOfFile: control + "/postinst", encoding: .utf8)
         #expect(postinst.contains("adduser --system") && postinst.contains("-m 2775 /var/cache/adcache"))
+        #expect(postinst.contains("install -d -o adcache -g adcache -m 0755 /var/lib/adcache"), "the ledger's")
         #expect(postinst.contains("for timer in adcache-fetch.timer adcache-verify.timer"))
         #expect(postinst.contains("deb-systemd-helper enable \"$timer\""))
         #expect(!postinst.contains("systemctl enable"), "enabled by its symlinks, systemd running or not")

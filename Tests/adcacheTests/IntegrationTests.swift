@@ -79,7 +79,8 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(r.stdout.contains("4:--parallel\n"))
         #expect(
             r.stdout.contains(
-                "5:fetch next event report stats prune list why verify status check clear config help completions\n"))
+                "5:fetch next event report stats prune list why verify status check clear export config help completions\n"
+            ))
         #expect(r.stdout.contains("6:click complete\n"))
     }
 
@@ -230,7 +231,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         let service = try String(contentsOfFile: paths[0], encoding: .utf8)
         for directive in [
             "User=adcache", "Group=adcache", "UMask=0002", "CacheDirectoryMode=2775", "ProtectSystem=strict",
-            "ReadWritePaths=/var/cache/adcache",
+            "ReadWritePaths=/var/cache/adcache", "StateDirectory=adcache",   // the ledger (SPEC §14)
         ] {
             #expect(service.contains(directive), "\(directive)")
         }
@@ -238,6 +239,7 @@ func available(_ path: String) -> Bool { FileManager.default.isExecutableFile(at
         #expect(!service.contains("http"), "no feed URL in the unit")
         let conf = try String(contentsOfFile: packageRoot + "/contrib/etc/adcache.conf", encoding: .utf8)
         #expect(conf.contains("cache-dir = /var/cache/adcache"))
+        #expect(conf.contains("ledger-dir = /var/lib/adcache"), "every user's commands agree on the ledger")
         let checked = Adcache.call(["--config", packageRoot + "/contrib/etc/adcache.conf", "config"])
         #expect(checked.status == 0, "the shipped configuration is valid: \(checked.stderr)")
         // Persistent= only where a calendar gives it something to catch up on (SPEC §9 v4).

@@ -26,7 +26,8 @@ import Testing
     }
 
     @Test(arguments: [
-        "fetch", "next", "event", "report", "stats", "prune", "list", "why", "verify", "clear", "help", "completions",
+        "fetch", "next", "event", "report", "stats", "prune", "list", "why", "verify", "clear", "export", "help",
+        "completions",
     ])
     func documentsEveryOptionOfTheCommand(command: String) throws {
         let man = try String(contentsOfFile: manPath, encoding: .utf8)

@@ -64,4 +64,58 @@ import Testing
         #expect(denied.stderr.contains("(sudo adduser "), "\(denied.stderr)")
         #expect(try CacheStore(directory: cache).load(warn: { _ in }).ads.first?.shows == 1)
     }
+
+    /// SPEC §14: only the fetching user writes the ledger and reads the device key. A
+    /// member's fold leaves the journal to the fetcher (nothing reaches the queue that the
+    /// ledger lacks); the member can read the ledger and check an export.
+    @Test(.enabled(if: canSwitchUsers, "switching users needs root and setpriv (CI runs as root)"))
+    func aGroupMemberCannotWriteTheLedgerNorReadTheKey() throws {
+        let dir = TempDir()
+        defer { dir.remove() }
+        chmod(dir.path, 0o755)
+        let cache = dir.path + "/cache", ledgerDir = dir.path + "/lib"
+        #expect(mkdir(cache, 0o755) == 0 && chown(cache, 0, group) == 0 && chmod(cache, 0o2775) == 0)
+        #expect(mkdir(ledgerDir, 0o755) == 0 && chown(ledgerDir, fetcher, group) == 0)   // as postinst makes it
+        let config = dir.write("adcache.conf", "ledger-dir = \(ledgerDir)\nreport-url = http://127.0.0.1:9/pop\n")
+        chmod(config, 0o644)
+        let jpeg = Media.jpeg()
+        let server = try LoopbackServer { r in
+            r.path == "/feed.json" ? .text(200, #"[{"id":"a","url":"a.jpg"}]"#) : .file(jpeg, for: r)
+        }
+        defer { server.stop() }
+        func run(_ uid: uid_t, _ args: [String]) -> Run {
+            runAs(uid, groups: [group], ["--config", config, "--cache-dir", cache] + args)
+        }
+        try #require(run(fetcher, ["fetch", server.url("/feed.json")]).status == 0)
+        #expect(run(fetcher, ["prune"]).status == 0)
+        for _ in 0..<2 { #expect(run(member, ["next"]).status == 0) }
+        // The member's fold: nothing into the queue, a warning, the journal kept.
+        let pruned = run(member, ["prune"])
+        #expect(pruned.status == 0, "\(pruned.stderr)")
+        #expect(
+            pruned.stderr.contains("wait in the journal") && pruned.stderr.contains("not writable"), "\(pruned.stderr)")
+        let ledger = ledgerDir + "/ledger.jsonl"
+        let before = (try? String(contentsOfFile: ledger, encoding: .utf8)) ?? ""
+        #expect(before.isEmpty, "the member appended nothing")
+        let events = try? String(contentsOfFile: cache + "/events.json", encoding: .utf8)
+        #expect(events?.contains("\"nonce\"") != true, "nothing queued that the ledger lacks")
+        // The fetcher's fold takes them.
+        #expect(run(fetcher, ["prune"]).status == 0)
+        let lines = try String(contentsOfFile: ledger, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 4, "two shows and their impressions: \(lines)")
+        let appended = Adcache.runProgramAs(member, groups: [group], "/bin/sh", ["-c", "echo '{}' >> \(ledger)"])
+        #expect(appended.status != 0, "a member cannot write the ledger")
+        #expect(try String(contentsOfFile: ledger, encoding: .utf8).split(separator: "\n").count == 4)
+        // The key: the fetcher's alone.
+        let out = dir.path + "/out"
+        #expect(mkdir(out, 0o755) == 0 && chown(out, fetcher, group) == 0)
+        let file = out + "/export.jsonl"
+        #expect(run(fetcher, ["export", "--output", file]).status == 0)
+        var st = stat()
+        #expect(stat(ledgerDir + "/device.key", &st) == 0 && st.st_uid == fetcher && st.st_mode & 0o777 == 0o600)
+        let read = Adcache.runProgramAs(member, groups: [group], "/bin/cat", [ledgerDir + "/device.key"])
+        #expect(read.status != 0 && read.stdout.isEmpty, "a member cannot read the secret key")
+        #expect(run(member, ["export", "--output", dir.path + "/mine.jsonl"]).status != 0)
+        #expect(runAs(member, groups: [group], ["--config", config, "export", "--verify", file]).status == 0)
+    }
 }

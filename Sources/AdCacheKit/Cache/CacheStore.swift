@@ -35,13 +35,16 @@ final class CacheStore: Sendable {
     let lockTimeout: Double
     /// Past this many bytes of journal, `next` folds it itself (about 4,000 shows).
     let journalFoldSize: Int64
+    /// Where folds record every show and event (SPEC §14); nil: no ledger.
+    let ledger: Ledger?
 
     /// `warn` hears what the directory itself is found to be (a link where a folder belongs,
     /// a cache others can write while running as root).
     init(
         directory: String, warn: @escaping WarningSink = { _ in }, lockTimeout: Double = 1,
-        journalFoldSize: Int64 = 1 << 20
+        journalFoldSize: Int64 = 1 << 20, ledger: Ledger? = nil
     ) {
+        self.ledger = ledger
         self.lockTimeout = lockTimeout
         self.journalFoldSize = journalFoldSize
         let path = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory

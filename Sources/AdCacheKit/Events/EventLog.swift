@@ -163,8 +163,11 @@ struct EventLog: Equatable, Sendable {
 
     /// Takes the journal's records it does not hold yet: counts them and queues their
     /// deliveries; then applies the bounds as of `now`. True when anything changed.
+    /// `ledger` hears each line the ledger records of it (SPEC §14), in order.
     @discardableResult
-    mutating func fold(_ records: [JournalRecord], bounds: EventBounds, now: Double) -> Bool {
+    mutating func fold(
+        _ records: [JournalRecord], bounds: EventBounds, now: Double, ledger: ((LedgerEntry) -> Void)? = nil
+    ) -> Bool {
         let fresh = JournalMark.unread(records, after: lastFolded)
         for r in fresh {
             // A confirmation counts, and bills, only the show still awaiting it: never one
@@ -172,6 +175,7 @@ struct EventLog: Equatable, Sendable {
             if r.event == "rendered" {
                 guard let token = r.show, let show = awaiting[token], show.id == r.id else { continue }
             }
+            if let ledger { r.ledgerEntries.forEach(ledger) }
             days[r.day, default: [:]][r.id, default: DayCounts()].count(r.event)
             if r.event == "impression" { showsTotal.add(1) }
             if r.event == "rendered" { impressionsTotal.add(1) }
@@ -204,7 +208,9 @@ struct EventLog: Equatable, Sendable {
         let bounded = bound(bounds, now: now)
         // Render shows past their timeout: `unrendered` on the day of the show, never billed.
         var rendersChanged = false
-        for (token, a) in awaiting where now - a.at > bounds.renderTimeout {
+        for (token, a) in awaiting.sorted(by: { ($0.value.at, $0.key) < ($1.value.at, $1.key) })
+        where now - a.at > bounds.renderTimeout {
+            ledger?(LedgerEntry(at: a.at, id: a.id, event: "unrendered", nonce: token + ".unrendered"))
             days[a.day, default: [:]][a.id, default: DayCounts()].unrendered.add(1)
             awaiting[token] = nil
             rendersChanged = true
@@ -629,11 +635,15 @@ extension CacheStore {
         let records = try journal.read(warn: warn)
         let loaded = try loadLocked(warn: warn, journal: records)
         var log = try loadEvents(warn: warn, setAside: true)
-        if log.fold(records, bounds: bounds, now: now(loaded.index)) { try saveEvents(log) }
+        // The ledger's lines first, durable, then the queue: never a queued record the
+        // ledger lacks (SPEC §14). When they cannot be written, the journal waits.
+        let (changed, ledgerWaits) = try foldIntoLedger(
+            &log, records: records, bounds: bounds, now: now(loaded.index), warn: warn)
+        if changed { try saveEvents(log) }
         CrashPoint.reach("fold.afterEvents")
         if loaded.journalApplied { try save(loaded.index) }
         CrashPoint.reach("fold.afterIndex")
-        if journal.folding.status() != nil {
+        if !ledgerWaits, journal.folding.status() != nil {
             try journal.withLock(timeout: lockTimeout) { try journal.removeFolded() }
         }
         CrashPoint.reach("fold.afterRemove")

@@ -23,6 +23,12 @@ extension AdCache {
         /// `render-timeout`: seconds a show `next --render` recorded waits for its
         /// confirmation before it counts `unrendered` (SPEC §8).
         public var renderTimeout: Double = 600
+        /// `ledger-dir`: where folds append every show and event to the ledger (SPEC §14),
+        /// outside the cache; nil keeps no ledger. See `AdCache.defaultLedgerDirectory`.
+        public var ledgerDirectory: String?
+        /// `device-key`: the device's secret key for signing exports; nil is
+        /// `<ledgerDirectory>/device.key`.
+        public var deviceKey: String?
 
         public init(deviceId: String? = nil, reportUrl: String? = nil, maxEvents: Int = 100_000, maxEventAge: Int = 30)
         {

@@ -175,7 +175,8 @@ extension Fetcher {
             do {
                 bytes = try FileIO.read(path, limit: options.maxFeedSize)
             } catch let e as AdCacheError {
-                throw AdCacheError.feedUnreachable(.init("cannot read the feed: \(e.message)", kind: .file))
+                throw AdCacheError.feedUnreachable(
+                    .init("cannot read the feed: \(e.message)", kind: .file, transient: true))
             }
             return FeedDownload(body: bytes, finalURL: URL(fileURLWithPath: path))
         case .remote(let url):

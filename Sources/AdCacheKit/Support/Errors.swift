@@ -25,12 +25,15 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
     case libraryMissing(String)
     /// `event` named an ad the cache does not hold (in any state).
     case unknownAd(String)
+    /// A ledger export does not verify (SPEC §14): a line changed, missing or out of order,
+    /// or a signature that does not check. The message names the first line at fault.
+    case exportInvalid(String)
 
     /// The message, one line.
     public var message: String {
         switch self {
         case .invalidRequest(let m), .cacheUnwritable(let m), .io(let m), .busy(let m), .libraryMissing(let m),
-            .unknownAd(let m):
+            .unknownAd(let m), .exportInvalid(let m):
             return m
         case .feedUnreachable(let f), .feedInvalid(let f), .tryAgainLater(let f):
             return f.message
@@ -52,7 +55,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
     public var exitCode: Int32 {
         switch self {
         case .invalidRequest: return 64
-        case .feedInvalid, .unknownAd: return 65
+        case .feedInvalid, .unknownAd, .exportInvalid: return 65
         case .feedUnreachable: return 69
         case .libraryMissing: return 70
         case .cacheUnwritable: return 73
@@ -78,6 +81,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tryAgainLater(var f): f.message = m; return .tryAgainLater(f)
         case .libraryMissing: return .libraryMissing(m)
         case .unknownAd: return .unknownAd(m)
+        case .exportInvalid: return .exportInvalid(m)
         }
     }
 }
