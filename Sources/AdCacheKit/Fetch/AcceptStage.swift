@@ -196,8 +196,7 @@ extension CacheStore {
         if let id = knownDeviceId(pop) { return id }
         var random = [UInt8](repeating: 0, count: 16)
         for i in random.indices { random[i] = UInt8.random(in: 0...255) }
-        let id = random.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
-            .joined()
+        let id = hexString(random)
         try deviceIdFile.writeAtomically(Array((id + "\n").utf8))
         return id
     }
