@@ -42,6 +42,8 @@ public final class AdCache: Sendable {
         public static var system: Clock { .device({ Date() }, bootClock: true) }
     }
 
+    /// Where the cache lives, how it reads the time, where warnings go, and proof of play's
+    /// settings: all an instance needs, fixed when it is made.
     public struct Configuration: Sendable {
         /// The cache directory; created by the first fetch.
         public var directory: String
@@ -52,6 +54,8 @@ public final class AdCache: Sendable {
         /// Device id, report URL and the queue's bounds (SPEC §8).
         public var proofOfPlay: ProofOfPlay
 
+        /// A configuration for the cache in `directory` (not created here): the system clock,
+        /// proof of play's defaults, and warnings dropped unless `diagnostics` takes them.
         public init(
             directory: String, clock: Clock = .system, proofOfPlay: ProofOfPlay = ProofOfPlay(),
             diagnostics: @escaping @Sendable (Diagnostic) -> Void = { _ in }
@@ -70,9 +74,12 @@ public final class AdCache: Sendable {
         }
     }
 
+    /// What this instance was made with; it never changes.
     public let configuration: Configuration
     let store: CacheStore
 
+    /// A cache over `configuration.directory`. Touches neither the disk nor the network: the
+    /// directory is created by the first fetch, and libcurl and libcrypto load on first use.
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         store = CacheStore(

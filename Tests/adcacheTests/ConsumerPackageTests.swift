@@ -118,8 +118,20 @@ struct ConsumerPackageTests {
         _ = dir.write("consumer/Package.swift", Self.manifest.replacingOccurrences(of: "REPO", with: "file://" + repo))
         _ = dir.write("consumer/Sources/Consumer/main.swift", Self.program)
         // The toolchain that runs these tests (sh's PATH has /opt/swift/usr/bin, where CI's is).
-        let build = sh("/usr/bin/env", ["swift", "build"], env: ["HOME": dir.path], cwd: consumer)
+        // The build also writes every module's symbol graph, AdCacheKit's as an app sees it.
+        let graphs = dir.path + "/symbol-graphs"
+        try FileManager.default.createDirectory(atPath: graphs, withIntermediateDirectories: true)
+        let graphFlags = ["-emit-symbol-graph", "-emit-symbol-graph-dir", graphs].flatMap { ["-Xswiftc", $0] }
+        let build = sh("/usr/bin/env", ["swift", "build"] + graphFlags, env: ["HOME": dir.path], cwd: consumer)
         try #require(build.status == 0, "\(build.stdout.suffix(3000))\(build.stderr.suffix(3000))")
+
+        // Every public declaration of AdCacheKit has a doc comment (SPEC §1 v4), and there are
+        // as many as the README says.
+        let surface = try Self.publicSymbols(AdCacheKitIn: graphs)
+        let undocumented = surface.filter { !$0.documented }.map(\.name)
+        print("AdCacheKit: \(surface.count) public symbols, \(undocumented.count) without a doc comment")
+        #expect(undocumented.isEmpty, "no doc comment:\n\(undocumented.joined(separator: "\n"))")
+        #expect(surface.count == 428, "the README gives the count (349 declarations, 79 enum cases): update it")
 
         // The servers: a good feed (and its assets), a slow one, a 404, a forged signature.
         let key = try SignedFeedTests.Publisher("pub", in: dir)
@@ -159,5 +171,33 @@ struct ConsumerPackageTests {
                 "dead: unreachable, kind connect, http none, transient true",
                 "forged: refused, kind signature, refusal signatureInvalid",
             ], "\(run.stdout)\(run.stderr)")
+    }
+
+    /// The public and open symbols declared in Sources/AdCacheKit, from the symbol graphs in
+    /// `directory` (`AdCacheKit.symbols.json`, and `AdCacheKit@<Module>.symbols.json` for
+    /// extensions of other modules' types), each named `kind path (file:line)`. Symbols with no
+    /// location in those sources (a protocol's default implementation) are not ours.
+    static func publicSymbols(AdCacheKitIn directory: String) throws -> [(name: String, documented: Bool)] {
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+            ($0.hasPrefix("AdCacheKit.") || $0.hasPrefix("AdCacheKit@")) && $0.hasSuffix(".symbols.json")
+        }
+        #expect(files.contains("AdCacheKit.symbols.json"), "no symbol graph in \(directory)")
+        var symbols: [(name: String, documented: Bool)] = []
+        for file in files.sorted() {
+            let data = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + file))
+            let graph = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            for symbol in try #require(graph["symbols"] as? [[String: Any]]) {
+                guard let access = symbol["accessLevel"] as? String, access == "public" || access == "open",
+                    let location = symbol["location"] as? [String: Any], let uri = location["uri"] as? String,
+                    let source = uri.range(of: "/Sources/AdCacheKit/")
+                else { continue }
+                let kind = (symbol["kind"] as? [String: Any])?["identifier"] as? String ?? "?"
+                let path = (symbol["pathComponents"] as? [String] ?? []).joined(separator: ".")
+                let line = ((location["position"] as? [String: Any])?["line"] as? Int ?? -1) + 1
+                let name = "\(kind) \(path) (\(uri[source.upperBound...]):\(line))"
+                symbols.append((name, symbol["docComment"] != nil))
+            }
+        }
+        return symbols
     }
 }

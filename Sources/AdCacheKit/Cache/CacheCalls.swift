@@ -57,6 +57,7 @@ public struct PruneOptions: Sendable {
     /// Say what would be removed; remove nothing.
     public var dryRun = false
 
+    /// Options for `prune`: by default, remove what can no longer be shown, and evict nothing.
     public init(maxSize: Int64? = nil, dryRun: Bool = false) {
         self.maxSize = maxSize
         self.dryRun = dryRun
@@ -65,12 +66,17 @@ public struct PruneOptions: Sendable {
 
 /// What `prune` removed.
 public struct PruneReport: Sendable {
+    /// One thing removed (or, in a dry run, that would be): an ad's record, its file, or both.
     public struct Removed: Sendable {
         /// The ad's id; nil for a file no ad names (an orphan or a stale partial download).
         public var id: String?
-        /// expired, exhausted, withdrawn, evicted, orphan, partial, temporary.
+        /// expired, exhausted, withdrawn, evicted, orphan, partial, damaged, temporary.
         public var reason: String
+        /// The file deleted: a name in `assets/`, `partial/<name>`, or an index writer's
+        /// temporary in the cache directory. Nil when no file went now: another ad still uses
+        /// it, the ad had none, or it is held for the grace (`heldFile`).
         public var file: String?
+        /// The size of `file` in bytes; 0 when no file was deleted.
         public var bytes: Int64
         /// The file its record named, kept for the grace (SPEC §6: a launch may have printed
         /// it in the last 10 minutes); a later `prune` deletes it.
@@ -85,8 +91,12 @@ public struct PruneReport: Sendable {
         }
     }
 
+    /// What went, in the order prune decided it: records and their files first, then evictions
+    /// to `maxSize`, then files no record names.
     public var removed: [Removed] = []
+    /// The bytes of the files deleted (with `dryRun`, that would be): the sum of `removed`'s.
     public var bytesFreed: Int64 = 0
+    /// Nothing was removed: the report says what a real run would remove.
     public var dryRun: Bool
     /// Bytes in `assets/` afterwards.
     public var bytesKept: Int64 = 0
@@ -94,18 +104,27 @@ public struct PruneReport: Sendable {
 
 /// One ad as `list` shows it.
 public struct ListedAd: Sendable {
+    /// The ad's id, as the feed gives it.
     public var id: String
+    /// The asset's absolute URL.
     public var url: String
+    /// Image or video; nil until known (the feed gave no type and nothing was downloaded yet).
     public var type: AdType?
+    /// Where the ad shows (`splash` unless the feed says otherwise).
     public var placement: String
+    /// Its state now (SPEC §4 `list`): the first of `AdState`'s that applies.
     public var state: AdState
     /// Shows so far.
     public var shows: Int64
     /// Nil is unlimited.
     public var maxShows: Int64?
+    /// The feed's `priority`: higher is shown first.
     public var priority: Int64
+    /// Not shown before this time; nil is at once.
     public var start: Date?
+    /// Not shown from this time on; nil is never.
     public var expires: Date?
+    /// When it was last shown; nil when never.
     public var lastShown: Date?
     /// Nil until downloaded.
     public var bytes: Int64?

@@ -172,10 +172,14 @@ extension AdCache {
 public struct ReportOptions: Sendable {
     /// What every delivery shares (as `FetchOptions.transfer`).
     public var transfer = TransferOptions()
-    /// Override the configuration's bounds for this run.
+    /// Override the configuration's bounds for this run: at most this many events queued
+    /// (1 to 10000000); nil keeps `ProofOfPlay.maxEvents`.
     public var maxEvents: Int?
+    /// Events older than this many days are dropped (1 to 365); nil keeps
+    /// `ProofOfPlay.maxEventAge`.
     public var maxEventAge: Int?
 
+    /// The configuration's bounds and the default transfer settings.
     public init() {}
 
     func validate() throws {
@@ -195,6 +199,7 @@ public struct StatsOptions: Sendable {
     /// The last this many local days, today included (1 to 90).
     public var days = 30
 
+    /// The last `days` local days, or from `since`'s day on when given.
     public init(since: Date? = nil, days: Int = 30) {
         self.since = since
         self.days = days
@@ -203,6 +208,7 @@ public struct StatsOptions: Sendable {
 
 /// What one `report` run did: deliveries (one per tracker URL, one per event in a batch).
 public struct ReportResult: Sendable, Equatable {
+    /// Delivered in this run: a tracker's final answer 2xx or 3xx, a batch's 2xx (SPEC §8).
     public var delivered = 0
     /// Still queued afterwards (in all, not only this run's).
     public var pending = 0
@@ -211,6 +217,7 @@ public struct ReportResult: Sendable, Equatable {
     /// Why the last delivery that stays queued failed (for `report -v`), if one did.
     public var lastError: String?
 
+    /// A result with these counts and no error.
     public init(delivered: Int = 0, pending: Int = 0, dropped: Int = 0) {
         self.delivered = delivered
         self.pending = pending
@@ -220,21 +227,32 @@ public struct ReportResult: Sendable, Equatable {
 
 /// Proof of play (`stats`).
 public struct Stats: Sendable {
+    /// One ad's counts on one local day.
     public struct Day: Sendable, Equatable {
         /// The local day, `YYYY-MM-DD`.
         public var day: String
+        /// The ad's id, as the feed gives it.
         public var id: String
+        /// Shows `next` recorded (in render mode, confirmed or not).
         public var shows: Int64
+        /// `click` events recorded.
         public var clicks: Int64
+        /// `skip` events recorded.
         public var skips: Int64
+        /// `complete` events recorded: played to its end.
         public var completes: Int64
         /// A VAST video's playback (`start` counted with its show), and VAST's `notUsed` and
         /// errors (SPEC §4 v3).
         public var starts: Int64 = 0
+        /// `firstQuartile` events: a quarter of the video played.
         public var firstQuartiles: Int64 = 0
+        /// `midpoint` events: half of the video played.
         public var midpoints: Int64 = 0
+        /// `thirdQuartile` events: three quarters of the video played.
         public var thirdQuartiles: Int64 = 0
+        /// `notUsed` queued: a VAST ad that went (withdrawn, expired, evicted) never shown.
         public var notUsed: Int64 = 0
+        /// VAST `Error` reports queued for the ad (SPEC §10).
         public var errors: Int64 = 0
         /// Impressions queued (SPEC §8 v4): in `choice` mode one a show, in `render` mode one a
         /// confirmed show.
@@ -245,13 +263,20 @@ public struct Stats: Sendable {
 
     /// Asset bytes received today (local day, SPEC §12), and the budget the caller sets.
     public var downloadedToday: Int64 = 0
+    /// The day's budget in bytes (`max-download-per-day`), as the caller sets it; `stats`
+    /// leaves it nil.
     public var downloadBudget: Int64?
+    /// The counts per local day and ad, from the first day asked on, by day then id.
     public var days: [Day] = []
     /// Deliveries queued, delivered and dropped over the cache's whole life.
     public var pending: Int64 = 0
+    /// Deliveries the servers took, over the cache's life.
     public var delivered: Int64 = 0
+    /// Deliveries dropped for a permanent answer (a 4xx other than 408 and 429).
     public var droppedPermanent: Int64 = 0
+    /// Deliveries dropped as older than `maxEventAge` days.
     public var droppedAge: Int64 = 0
+    /// Deliveries dropped, oldest first, to keep the queue within `maxEvents`.
     public var droppedOverflow: Int64 = 0
     /// The time of the oldest event still queued.
     public var oldestPending: Date?

@@ -30,6 +30,8 @@ extension AdCache {
         /// `<ledgerDirectory>/device.key`.
         public var deviceKey: String?
 
+        /// Proof of play with this device id, report URL and queue bounds; the other settings
+        /// at their defaults (no ledger).
         public init(deviceId: String? = nil, reportUrl: String? = nil, maxEvents: Int = 100_000, maxEventAge: Int = 30)
         {
             self.deviceId = deviceId
@@ -190,5 +192,18 @@ extension AdCache {
 /// The events `adcache event` records (impressions come only from `next`); `start` and the
 /// quartiles are a VAST video's (SPEC §10).
 public enum AdEvent: String, Sendable, CaseIterable {
-    case click, skip, complete, start, firstQuartile, midpoint, thirdQuartile
+    /// The viewer tapped or clicked the ad.
+    case click
+    /// The viewer skipped the ad.
+    case skip
+    /// The ad played to its end.
+    case complete
+    /// A VAST video started playing.
+    case start
+    /// A VAST video played a quarter of its length.
+    case firstQuartile
+    /// A VAST video played half of its length.
+    case midpoint
+    /// A VAST video played three quarters of its length.
+    case thirdQuartile
 }

@@ -6,7 +6,10 @@
 
 /// Image or video: the two kinds of splash asset.
 public enum AdType: String, Sendable, CaseIterable {
-    case image, video
+    /// A still image (JPEG, PNG, GIF, WebP), shown for the ad's countdown.
+    case image
+    /// A video (MP4, QuickTime, WebM).
+    case video
 }
 
 /// The container formats adcache accepts, recognised by their first bytes.

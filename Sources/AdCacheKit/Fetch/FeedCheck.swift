@@ -21,6 +21,7 @@ public struct CheckOptions: Sendable {
     /// Where `assets` makes its temporary directory (the command line: `$TMPDIR`, else /tmp).
     public var temporaryDirectory = "/tmp"
 
+    /// Check the feed `fetch` names, read with its settings; with `assets`, its assets too.
     public init(_ fetch: FetchOptions, assets: Bool = false) {
         self.fetch = fetch
         self.assets = assets
@@ -29,13 +30,16 @@ public struct CheckOptions: Sendable {
 
 /// Would this feed work (SPEC §13)? One entry per ad, and the verdict on the whole feed.
 public struct CheckReport: Sendable {
+    /// An ad's staged rollout (SPEC §13): its percentage and whether this device takes it.
     public struct Rollout: Sendable, Equatable {
+        /// The feed's `rollout`: the percentage of devices that take the ad, 1 to 100.
         public var percent: Int64
         /// This device takes the ad (false too when the device has no id yet: the first fetch
         /// makes one).
         public var taken: Bool
     }
 
+    /// One ad of the feed, or one the feed's reader skipped.
     public struct Ad: Sendable {
         /// The ad's id; for an ad skipped before it had one, `#<n>` or the tag's URL.
         public var id: String
@@ -44,19 +48,28 @@ public struct CheckReport: Sendable {
         public var ok: Bool
         /// Why not (nil when `ok`).
         public var reason: String?
+        /// Image or video, as the feed declares it or (with `assets`) the download found; nil
+        /// when not known, and for an ad skipped.
         public var type: AdType?
+        /// The asset's absolute URL; nil for an ad skipped.
         public var url: String?
+        /// The ad's staged rollout; nil when it goes to every device (or was skipped).
         public var rollout: Rollout?
         /// With `assets`: the bytes of the asset checked.
         public var bytes: Int64?
     }
 
+    /// The feed as given: a URL, a path, or `-` for standard input.
     public var feed: String
     /// `json` or `vast`.
     public var format: String
+    /// A signed feed that verified: the key's id, its `serial` and `validUntil`; nil when the
+    /// feed is not signed or was refused.
     public var signed: Status.Signed?
     /// Why the whole feed would be refused; nil when it would be accepted.
     public var refused: String?
+    /// The feed's ads in its order, then those a staged rollout leaves out on this device,
+    /// then those skipped (with a refused feed, only those skipped).
     public var ads: [Ad] = []
     /// The feed's other warnings (a field dropped or defaulted), one line each.
     public var warnings: [String] = []

@@ -87,6 +87,7 @@ public struct FetchOptions: Sendable {
     /// (`FEED.minisig`, the feed URL's): needed for a feed read from standard input.
     public var signatureFile: String?
 
+    /// Fetch `feed` (nil: the last successful fetch's), every other setting at its default.
     public init(feed: String? = nil) {
         self.feed = feed
     }
@@ -140,6 +141,7 @@ public struct FetchProgress: Sendable {
     public var totalBytes: Int64?
     /// Transfers finished, of `total`.
     public var done: Int
+    /// Asset transfers in all, this run's (assets already cached need none).
     public var total: Int
     /// Seconds since the transfers began.
     public var elapsed: Double
@@ -151,6 +153,7 @@ public struct FetchProgress: Sendable {
 
 /// What `fetch` did, for the summary line and `fetch --json`.
 public struct FetchReport: Sendable {
+    /// What became of one ad's asset in this run.
     public enum Outcome: String, Sendable {
         /// Downloaded now, from the start.
         case downloaded
@@ -168,11 +171,19 @@ public struct FetchReport: Sendable {
         case exhausted
     }
 
+    /// One ad of the feed and what became of its asset.
     public struct Ad: Sendable {
+        /// The ad's id, as the feed gives it.
         public var id: String
+        /// The asset's absolute URL.
         public var url: String
+        /// What became of the asset.
         public var outcome: Outcome
+        /// The asset file's size in bytes, when the run has one (downloaded, resumed,
+        /// unchanged); nil otherwise.
         public var bytes: Int64?
+        /// Why it failed or is pending, one line for a person; nil otherwise. A program
+        /// branches on `failure`, not on this.
         public var error: String?
         /// For a failure: worth trying again at the next run (network, timeouts, 408, 429,
         /// 5xx, a short body); false for a failure for good (4xx, invalid content, too large,
@@ -190,6 +201,8 @@ public struct FetchReport: Sendable {
 
     /// Assets deferred by the download window or budget, and when the window opens again.
     public var deferred: Int { ads.filter(\.deferred).count }
+    /// When the download window opens again, while assets are deferred; nil otherwise (no
+    /// window, or only the budget defers them).
     public var deferredUntil: Date?
 
     /// How the run ended, for the exit code (SPEC §5).
@@ -207,6 +220,7 @@ public struct FetchReport: Sendable {
     public var feed: String
     /// `downloaded`, or `unchanged` when the server answered 304.
     public var feedStatus: String
+    /// One entry per ad of the accepted feed, in the feed's order.
     public var ads: [Ad] = []
     /// The feed's warnings (also sent to the diagnostics).
     public var warnings: [String] = []
@@ -215,6 +229,8 @@ public struct FetchReport: Sendable {
     /// The feed server asked for no requests before this time (SPEC §12): none was made.
     public var toldToWaitUntil: Date?
 
+    /// How the run ended: try later (a transient failure, an asset pending past the deadline,
+    /// a wrapped VAST document not fetched, told to wait), else failed for good, else complete.
     public var status: Status {
         if vastTransientFailures > 0 || toldToWaitUntil != nil
             || ads.contains(where: {

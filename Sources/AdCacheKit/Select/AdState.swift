@@ -1,6 +1,26 @@
 /// The states `list` shows (SPEC §4), derived from the stored state, the clock and the file.
 public enum AdState: String, Sendable, CaseIterable {
-    case ready, scheduled, resting, expired, exhausted, withdrawn, pending, failed, missing
+    /// Downloaded, its file present, and showable now.
+    case ready
+    /// Its `start` is still to come.
+    case scheduled
+    /// Showable, but not now: today's cap reached, `minInterval` not passed since its last
+    /// show, or outside its `hours` and `days` (`ListedAd.restingUntil` says until when).
+    case resting
+    /// Its `expires` has passed: never shown again.
+    case expired
+    /// Every show its `maxShows` allows was used: never shown again.
+    case exhausted
+    /// The feed no longer lists it (or a staged rollout leaves this device out): never shown
+    /// again; `prune` deletes it.
+    case withdrawn
+    /// Not downloaded yet.
+    case pending
+    /// No usable file, and the last attempt to download it failed (`error` says why).
+    case failed
+    /// Its file is gone (or `verify` set it aside as damaged): the next fetch downloads it
+    /// again.
+    case missing
 }
 
 /// The one place that decides whether an ad can be shown: `next` shows only `ready` ads,

@@ -36,6 +36,8 @@ public struct NextOptions: Sendable {
     /// impression queued only when the launcher confirms it (`AdCache.confirm`).
     public var render = false
 
+    /// By default: the show recorded, any type, placement `splash`, no cooldown, and the
+    /// impression queued with the show (choice mode).
     public init(
         peek: Bool = false, type: AdType? = nil, placement: String = "splash", cooldown: Double? = nil,
         render: Bool = false
@@ -60,10 +62,13 @@ public enum NextResult: Sendable {
 
 /// The ad a launch shows.
 public struct ShownAd: Sendable {
+    /// The ad's id, as the feed gives it.
     public var id: String
     /// The asset's absolute path.
     public var path: String
+    /// Image or video, as the feed declares it or the download found; nil when neither told.
     public var type: AdType?
+    /// The placement it was chosen for.
     public var placement: String
     /// Countdown seconds, 3 to 5; a VAST video's length.
     public var duration: Int
@@ -73,10 +78,13 @@ public struct ShownAd: Sendable {
     /// True when the show already queued the video's `start` (a VAST video, SPEC §10): the
     /// player reports only what follows.
     public var startQueued = false
+    /// Where a tap on the ad leads, as the feed gives it; nil when it gives none.
     public var clickUrl: String?
     /// Shows left after this one (as it stands when peeking); nil is unlimited.
     public var remainingShows: Int64?
+    /// Not shown from this time on; nil is never.
     public var expires: Date?
+    /// The feed's `priority`: higher is shown first.
     public var priority: Int64
     /// The feed's `meta`, untouched.
     public var meta: JSONValue?

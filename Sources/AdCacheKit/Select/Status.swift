@@ -17,8 +17,10 @@ public struct StatusOptions: Sendable {
     /// The download window and the day's budget as `fetch` is configured (SPEC §12), shown
     /// when set.
     public var downloadHours: [String]?
+    /// The day's budget in bytes, as `FetchOptions.maxDownloadPerDay`; nil is none.
     public var maxDownloadPerDay: Int64?
 
+    /// `stale` after a day; no download window or budget.
     public init() {}
 
     /// The range `stale-after` takes.
@@ -33,54 +35,79 @@ public struct StatusOptions: Sendable {
 
 /// Is this device all right (SPEC §13): what `status` prints, and its problems.
 public struct Status: Sendable {
+    /// One thing wrong with the device, by name.
     public struct Problem: Sendable, Equatable {
         /// A fixed name: `never-fetched`, `stale`, `failing`, `nothing-ready`,
         /// `signature-expiring`, `signature-expired`, `queue-stuck`, `events-dropped`,
         /// `clock-offset`, `disk-low`.
         public var name: String
+        /// What was found, one line for a person (for `failing`, the run's exit code).
         public var detail: String
     }
 
+    /// A fetch run, as `fetch.last` keeps it (SPEC §3).
     public struct Run: Sendable {
+        /// When it ended, on the clock it trusted.
         public var at: Date
+        /// Its exit code (SPEC §5): 0 when it succeeded.
         public var exit: Int32
         /// The one-line error of a run that did not exit 0.
         public var error: String?
+        /// The feed it asked for.
         public var feed: String
     }
 
+    /// A signed feed as last accepted (SPEC §11).
     public struct Signed: Sendable {
+        /// The id of the key that signed it.
         public var keyId: String
+        /// The feed's `serial`: a later feed with a lower one is refused (a rollback).
         public var serial: Int64
+        /// The feed's `validUntil`: `status` warns a day before it (`signature-expiring`).
         public var validUntil: Date
     }
 
+    /// The cache directory, as configured.
     public var cacheDirectory: String
     /// How many ads are in each state (states with none left out), in `AdState`'s order.
     public var ads: [(state: AdState, count: Int)] = []
+    /// The last fetch run that got as far as the cache; nil when none is recorded.
     public var lastFetch: Run?
+    /// The last run that exited 0: when it ended, and its feed; nil when none is known.
     public var lastSuccess: (at: Date, feed: String)?
+    /// The feed server's `Retry-After`, while it lasts: no request before this time (SPEC §12).
     public var retryAfter: Date?
     /// The download window as configured, and whether it is open now.
     public var downloadHours: [String]?
+    /// The window is open now; nil when no window is configured.
     public var windowOpen: Bool?
     /// The day's budget and the asset bytes received today (local day).
     public var maxDownloadPerDay: Int64?
+    /// Asset bytes received today (local day, SPEC §12).
     public var downloadedToday: Int64 = 0
+    /// The signed feed last accepted; nil when the feed is not signed.
     public var signed: Signed?
     /// The trusted time minus the device clock, in seconds, when an offset is recorded.
     public var clockOffset: Double?
+    /// Deliveries still queued (SPEC §8).
     public var queuePending: Int64 = 0
+    /// The time of the oldest event still queued; nil when none is.
     public var oldestPending: Date?
+    /// Deliveries dropped in the last 24 hours (`events-dropped`).
     public var droppedLastDay: Int64 = 0
     /// Deliveries dropped over the cache's life (as `stats`), shows and impressions likewise.
     public var droppedTotal: Int64 = 0
+    /// Shows recorded over the cache's life.
     public var showsTotal: Int64 = 0
+    /// Impressions queued over the cache's life (in render mode, confirmed shows).
     public var impressionsTotal: Int64 = 0
+    /// The last recorded show: when, and the ad's id; nil when none is.
     public var lastShow: (at: Date, id: String)?
+    /// Bytes of the files in `assets/`, files no record names included.
     public var assetsBytes: Int64 = 0
     /// The free space of the file system that holds `assets/` (nil when it cannot be read).
     public var freeBytes: Int64?
+    /// What is wrong, one entry per problem; empty when all is well.
     public var problems: [Problem] = []
 
     /// No problem.

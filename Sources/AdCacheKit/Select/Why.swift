@@ -6,15 +6,24 @@
 
 /// `adcache why`: every rule of eligibility per ad, and the ad `next` would choose (SPEC §4).
 public struct WhyReport: Sendable {
+    /// One rule of eligibility (SPEC §4 `next`), as one ad fares under it.
     public struct Rule: Sendable {
+        /// The rule's name: `ready`, `start`, `expires`, `shows`, `maxShowsPerDay`,
+        /// `minInterval`, `hours`, `days`, `placement`, `type`, `signature`, `rollout`.
         public var rule: String
+        /// The ad passes it.
         public var pass: Bool
+        /// The value it was judged on, for a person.
         public var detail: String
     }
 
+    /// One ad and the rules that apply to it.
     public struct Ad: Sendable {
+        /// The ad's id, as the feed gives it.
         public var id: String
+        /// `next` could show it now: it passes every rule.
         public var eligible: Bool
+        /// The rules that apply to it, in the order `next` checks them.
         public var rules: [Rule]
     }
 
@@ -22,6 +31,7 @@ public struct WhyReport: Sendable {
     public var chosen: String?
     /// Why it beat the others, or why nothing is shown.
     public var reason: String
+    /// Every ad of the index (or the one asked about), in the index's order.
     public var ads: [Ad] = []
 }
 

@@ -48,6 +48,7 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The message, one line (as `message`).
     public var description: String { message }
 
     /// The exit code the command line ends with (SPEC §5), also what `status` reports of a
@@ -147,6 +148,7 @@ extension AdCacheError {
 
         /// One line, for a person.
         public var message: String
+        /// What kind of failure: what a program branches on first.
         public var kind: Kind
         /// The HTTP status of the answer, when there was one.
         public var httpStatus: Int?
@@ -176,10 +178,12 @@ extension AdCacheError {
 
         /// A message alone: kind `other`, not transient.
         public init(stringLiteral value: String) { self.init(value) }
+        /// A message alone, interpolated: kind `other`, not transient.
         public init(stringInterpolation: DefaultStringInterpolation) {
             self.init(String(stringInterpolation: stringInterpolation))
         }
 
+        /// The message, one line (as `message`).
         public var description: String { message }
     }
 }
@@ -188,6 +192,7 @@ extension AdCacheError {
 /// got wrong, a record of the index it had to drop). The command line prints the message as
 /// `adcache: warning: …`; an app may log it.
 public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
+    /// What the warning is about.
     public enum Kind: String, Sendable {
         /// The feed's content: an ad skipped, a field dropped or defaulted.
         case feed
@@ -203,17 +208,21 @@ public struct Diagnostic: Equatable, Sendable, CustomStringConvertible {
         case report
     }
 
+    /// What the warning is about.
     public var kind: Kind
     /// The ad it concerns, when there is one.
     public var adID: String?
+    /// One line, for a person.
     public var message: String
 
+    /// A warning of `kind` about ad `adID`, when there is one.
     public init(_ kind: Kind, ad adID: String? = nil, _ message: String) {
         self.kind = kind
         self.adID = adID
         self.message = message
     }
 
+    /// The message (as `message`).
     public var description: String { message }
 }
 

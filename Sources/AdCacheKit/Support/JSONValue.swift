@@ -7,12 +7,19 @@
 /// Any JSON value, as `JSONScanner` reads it, so that `meta` passes through (numbers and
 /// strings as given; an object's keys in no particular order).
 public enum JSONValue: Equatable, Sendable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number written without a fraction or an exponent that fits in 64 bits.
     case int(Int64)
+    /// Any other number.
     case double(Double)
+    /// A string, its escapes decoded.
     case string(String)
+    /// An array, in order.
     case array([JSONValue])
+    /// An object: its keys and values.
     case object([String: JSONValue])
 
     subscript(key: String) -> JSONValue? {

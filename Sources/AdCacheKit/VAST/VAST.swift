@@ -7,8 +7,9 @@
 /// The device's side of VAST (SPEC §10): which media file suits it, and the values of the
 /// IAB macros that describe it.
 public struct VASTOptions: Sendable, Equatable {
-    /// `screen = WIDTHxHEIGHT`.
+    /// `screen = WIDTHxHEIGHT`: the width, in pixels.
     public var screenWidth = 1920
+    /// The screen's height, in pixels.
     public var screenHeight = 1080
     /// `max-bitrate`, kbit/s.
     public var maxBitrate: Int?
@@ -17,6 +18,8 @@ public struct VASTOptions: Sendable, Equatable {
     /// `limit-ad-tracking`: `[LIMITADTRACKING]`.
     public var limitAdTracking = false
 
+    /// A 1920x1080 screen, no bitrate limit, MP4 then WebM then QuickTime, tracking not
+    /// limited.
     public init() {}
 }
 
