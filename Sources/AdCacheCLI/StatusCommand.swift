@@ -40,11 +40,12 @@ enum StatusCommand: Command {
         }
         let status = try context.cache().status(options)
         let console = context.console
-        if args.has(json) {
+        if console.quiet {   // -q prints nothing, whatever the form (SPEC §13)
+        } else if args.has(json) {
             console.out(status.json)
         } else if args.has(prometheus) {
             console.io.stdout.write(status.prometheus)
-        } else if !console.quiet {
+        } else {
             for line in status.lines { console.out(Console.visible(line)) }
         }
         return status.isHealthy ? .success : .nothingToShow

@@ -44,23 +44,25 @@ extension AdCache {
         }
     }
 
-    /// Runs `body` on a new thread; cancellation sets `flag`. An error thrown after the flag
-    /// was set becomes `CancellationError`.
+    /// Runs `body` on a new thread; cancellation sets `flag`. A failure the cancellation caused
+    /// (a transfer stopped) becomes `CancellationError`; any other error stays itself.
     static func onItsOwnThread<T: Sendable>(
         cancelling flag: CancellationFlag, _ body: @escaping @Sendable () throws -> T
     ) async throws -> T {
         try Task.checkCancellation()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
-                let started = startThread {
+                let failed = startThread {
                     do {
                         continuation.resume(returning: try body())
+                    } catch let e as AdCacheError where flag.isSet && e.failure?.kind == .stopped {
+                        continuation.resume(throwing: CancellationError())   // stopped by the cancellation
                     } catch {
-                        continuation.resume(throwing: flag.isSet ? CancellationError() : error)
+                        continuation.resume(throwing: error)   // a full disk stays a full disk
                     }
                 }
-                if !started {
-                    continuation.resume(throwing: AdCacheError.io("cannot start a thread: \(FileIO.errnoText())"))
+                if failed != 0 {
+                    continuation.resume(throwing: AdCacheError.io("cannot start a thread: \(FileIO.errnoText(failed))"))
                 }
             }
         } onCancel: {
@@ -77,8 +79,9 @@ final class CancellationFlag: @unchecked Sendable {
     func set() { lock.lock(); value = true; lock.unlock() }
 }
 
-/// Starts a detached POSIX thread (8 MiB of stack) running `body`; false when none could be made.
-private func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+/// Starts a detached POSIX thread (8 MiB of stack) running `body`; 0, or pthread_create's
+/// error when none could be made.
+private func startThread(_ body: @escaping @Sendable () -> Void) -> Int32 {
     let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)
@@ -94,7 +97,7 @@ private func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
             return nil
         }, box)
     if made != 0 { Unmanaged<ThreadBody>.fromOpaque(box).release() }
-    return made == 0
+    return made
 }
 
 /// What a thread of `startThread` runs.

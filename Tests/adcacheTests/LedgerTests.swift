@@ -133,6 +133,26 @@ import Testing
         #expect(stat(rig.ledger, &st) == 0 && st.st_mode & 0o777 == 0o644)
     }
 
+    /// Root folding (a `sudo adcache report`) or exporting in a ledger directory the fetching
+    /// user owns leaves every file that user's: its next fold still appends, and it still reads
+    /// the device key (review of issue 39: root's files locked the fetcher out for good).
+    @Test(.enabled(if: getuid() == 0, "needs root to act as root in another user's directory (CI runs as root)"))
+    func rootLeavesTheLedgerToItsOwner() throws {
+        let rig = try Rig(shows: 2)
+        defer { rig.remove() }
+        try FileManager.default.createDirectory(atPath: rig.ledgerDir, withIntermediateDirectories: true)
+        let owner: uid_t = 65534
+        #expect(chown(rig.ledgerDir, owner, gid_t(owner)) == 0)
+        #expect(rig.run(["prune"]).status == 0)   // root folds: the ledger is made
+        _ = rig.run(["export", "--public-key"])   // root makes the device key
+        for name in ["ledger.jsonl", "ledger.lock", "device.key", "device.pub"] {
+            var st = stat()
+            #expect(stat(rig.ledgerDir + "/" + name, &st) == 0, "\(name)")
+            #expect(st.st_uid == owner && st.st_gid == gid_t(owner), "\(name) is \(st.st_uid):\(st.st_gid)")
+        }
+        _ = try rig.checkedLedger("after root's fold")
+    }
+
     @Test(.enabled(if: minisignInstalled, "minisign is not installed (make test installs it)"))
     func anExportIsVerifiedByMinisignAndATamperedOneIsRefused() throws {
         let rig = try Rig(shows: 4)

@@ -25,7 +25,7 @@ struct FeedParser: Sendable {
 
     func parse(_ bytes: [UInt8]) throws -> Feed {
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            throw AdCacheError.feedInvalid("the feed is empty")
+            throw AdCacheError.notAFeed("the feed is empty")
         }
         return try parse(JSONValue.parse(bytes))
     }
@@ -47,7 +47,7 @@ struct FeedParser: Sendable {
         case .object(let o):
             if let ads = o["ads"] {
                 guard case .array(let a) = ads else {
-                    throw AdCacheError.feedInvalid("the feed's \"ads\" is \(ads.typeName), not an array")
+                    throw AdCacheError.notAFeed("the feed's \"ads\" is \(ads.typeName), not an array")
                 }
                 if let v = o["version"], v.integerValue != 1 {
                     warnings.append(Diagnostic(.feed, "the feed's version is not 1; reading it as version 1"))
@@ -61,12 +61,12 @@ struct FeedParser: Sendable {
             } else if o["picUrl"] != nil || o["url"] != nil {
                 items = [json]
             } else {
-                throw AdCacheError.feedInvalid(
+                throw AdCacheError.notAFeed(
                     "the feed has no recognisable shape (expected an object with \"ads\", an array of ads, a legacy ad or a \"body\" envelope)"
                 )
             }
         default:
-            throw AdCacheError.feedInvalid("the feed is \(json.typeName), not an object or an array")
+            throw AdCacheError.notAFeed("the feed is \(json.typeName), not an object or an array")
         }
 
         var ads: [FeedAd] = []

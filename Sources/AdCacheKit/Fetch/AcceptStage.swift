@@ -113,7 +113,7 @@ extension Fetcher {
             if options.transfer.isCancelled?() == true, feed.hasVAST {
                 // Cut short while its documents were read: what was not read would withdraw
                 // their ads. Nothing changes (the signal's exit status wins, SPEC §5).
-                throw AdCacheError.tryAgainLater("interrupted while reading the feed's VAST documents; nothing changed")
+                throw AdCacheError.stoppedForNow("interrupted while reading the feed's VAST documents; nothing changed")
             }
             if signed != nil, download.body != nil || kept != nil { judge.signedAds(&feed) }
             if download.body != nil || kept != nil { judge.rolloutStage(&feed, device: device) }
@@ -127,7 +127,7 @@ extension Fetcher {
         } catch let e as AdCacheError {
             return .refused(e, warnings: warnings)
         } catch {
-            return .refused(.feedInvalid("the feed \(request.feedText) was refused: \(error)"), warnings: warnings)
+            return .refused(.notAFeed("the feed \(request.feedText) was refused: \(error)"), warnings: warnings)
         }
     }
 

@@ -183,7 +183,8 @@ extension AdCache {
             }
             report.ads += Self.skipped(feed.warnings)
             report.warnings = Self.others(feed.warnings + collected.all)
-            if report.ads.contains(where: { !$0.ok }) || feed.vastTransientFailures > 0 { report.exitCode = 65 }
+            if report.ads.contains(where: { !$0.ok }) { report.exitCode = 65 }
+            if feed.vastTransientFailures > 0 { report.exitCode = 69 }   // a document it needs, not fetched
         }
         return report
     }

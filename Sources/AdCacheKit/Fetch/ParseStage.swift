@@ -25,7 +25,7 @@ extension Fetcher {
                 reportUrl: before.reportUrl)
         }
         let feedText = request.feedText
-        func invalid(_ why: String) -> AdCacheError { .feedInvalid("the feed \(feedText) is not a valid feed: \(why)") }
+        func invalid(_ why: String) -> AdCacheError { .notAFeed("the feed \(feedText) is not a valid feed: \(why)") }
         guard Self.isXML(bytes) else {
             do {
                 return try FeedParser(baseURL: download.finalURL).parse(bytes)
@@ -39,7 +39,7 @@ extension Fetcher {
         } catch {
             if error.libraryMissing { throw AdCacheError.libraryMissing(error.reason) }
             if error.transient {   // the deadline: not the feed's fault; nothing changed
-                throw AdCacheError.tryAgainLater("the feed \(feedText) was not read before the deadline")
+                throw AdCacheError.stoppedForNow("the feed \(feedText) was not read before the deadline")
             }
             throw invalid(error.reason)
         }

@@ -300,6 +300,7 @@ extension DeviceKey {
             if e == EEXIST { return try loadOrCreate(at: path) }   // another export made it first
             throw AdCacheError.cacheUnwritable("cannot create the device key \(path): \(FileIO.errnoText(e))")
         }
+        giveToDirectoryOwner(fd, directory: PathText.parent(path))
         let bytes = Array(key.secretKeyFile.utf8)
         let failed = bytes.withUnsafeBytes { FileIO.writeAll(fd, $0) }
         guard failed == nil, fsync(fd) == 0 else {
@@ -319,6 +320,7 @@ extension DeviceKey {
         unlink(temporary)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw FileIO.writeError("cannot write \(path)") }
+        giveToDirectoryOwner(fd, directory: PathText.parent(path))
         let failed = Array(text.utf8).withUnsafeBytes { FileIO.writeAll(fd, $0) }
         guard failed == nil, fsync(fd) == 0 else {
             close(fd)

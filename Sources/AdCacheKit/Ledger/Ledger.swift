@@ -157,13 +157,14 @@ struct Ledger: Sendable {
     /// at most `timeout`.
     func withLock<T>(exclusive: Bool, timeout: Double = 10, _ body: () throws -> T) throws -> T {
         try prepare()
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else {
             let e = errno
             let text = "cannot write the ledger \(path): \(FileIO.errnoText(e))"
             throw e == EACCES || e == EPERM || e == EROFS ? AdCacheError.cacheUnwritable(text) : AdCacheError.io(text)
         }
         defer { close(fd) }
+        giveToDirectoryOwner(fd, directory: directory)
         let deadline = monotonicNow() + timeout
         while flock(fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH | LOCK_NB) != 0 {
             guard errno == EINTR || errno == EWOULDBLOCK else {
@@ -201,6 +202,7 @@ struct Ledger: Sendable {
                     ? AdCacheError.cacheUnwritable(text) : AdCacheError.io(text)
             }
             defer { close(fd) }
+            giveToDirectoryOwner(fd, directory: directory)
             var st = stat()
             guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
                 throw AdCacheError.io("the ledger \(path) is not a regular file")
@@ -318,6 +320,7 @@ struct Ledger: Sendable {
         unlink(temporary)
         let out = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard out >= 0 else { throw FileIO.writeError("cannot write \(temporary)") }
+        giveToDirectoryOwner(out, directory: directory)
         let failed = all[start...].withUnsafeBytes { FileIO.writeAll(out, $0) }
         guard failed == nil, fsync(out) == 0 else {
             close(out)
@@ -383,4 +386,19 @@ extension JournalRecord {
             return [LedgerEntry(at: at, id: id, event: event, nonce: nonce)]
         }
     }
+}
+
+/// A file root creates in a directory another user owns — the ledger's, the device key's — is
+/// given to that user (SPEC §14: the fetching user writes the ledger): a `sudo adcache
+/// report` or `sudo adcache export` must not leave a file the fetching user can no longer
+/// write or read. Only a file of one link is changed (never what a hard link planted by
+/// someone else points to).
+func giveToDirectoryOwner(_ fd: Int32, directory: String) {
+    guard geteuid() == 0 else { return }
+    var dir = stat()
+    var file = stat()
+    guard stat(directory, &dir) == 0, dir.st_uid != 0, fstat(fd, &file) == 0, file.st_nlink == 1,
+        file.st_uid != dir.st_uid || file.st_gid != dir.st_gid
+    else { return }
+    _ = fchown(fd, dir.st_uid, dir.st_gid)
 }

@@ -65,6 +65,17 @@ public enum AdCacheError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Not a feed (not JSON or XML, not a feed's shape): `feedInvalid`, kind `content`.
+    static func notAFeed(_ message: String) -> AdCacheError {
+        .feedInvalid(Failure(message, kind: .content))
+    }
+
+    /// Nothing changed and the run stopped for now (the deadline, a cancellation):
+    /// `tryAgainLater`, kind `stopped`, transient.
+    static func stoppedForNow(_ message: String) -> AdCacheError {
+        .tryAgainLater(Failure(message, kind: .stopped, transient: true))
+    }
+
     /// A signed feed refused (SPEC §11): `feedInvalid`, kind `signature`, with its reason.
     static func refused(_ refusal: Failure.Refusal, _ message: String) -> AdCacheError {
         .feedInvalid(Failure(message, kind: .signature, refusal: refusal))

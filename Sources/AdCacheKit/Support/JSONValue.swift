@@ -79,7 +79,7 @@ public enum JSONValue: Equatable, Sendable {
         // A UTF-8 byte order mark is allowed before a feed, as JSONDecoder allowed it.
         let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
         guard String(validating: bytes[start...], as: UTF8.self) != nil else {
-            throw AdCacheError.feedInvalid("not valid JSON: it is not UTF-8")
+            throw AdCacheError.notAFeed("not valid JSON: it is not UTF-8")
         }
         return try bytes.withUnsafeBufferPointer { all in
             var s = JSONScanner(UnsafeBufferPointer(rebasing: all[start...]))
@@ -88,7 +88,7 @@ public enum JSONValue: Equatable, Sendable {
                 try s.finish()
                 return value
             } catch let e as JSONScanner.Malformed {
-                throw AdCacheError.feedInvalid("not valid JSON: \(e.what) at byte \(e.offset + start)")
+                throw AdCacheError.notAFeed("not valid JSON: \(e.what) at byte \(e.offset + start)")
             }
         }
     }
