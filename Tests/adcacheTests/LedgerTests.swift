@@ -133,6 +133,27 @@ import Testing
         #expect(stat(rig.ledger, &st) == 0 && st.st_mode & 0o777 == 0o644)
     }
 
+    /// A fold cut short after the ledger, whose next try makes fewer lines (render-mode shows
+    /// past a 1-second render-timeout then, not once the timeout is 600): every line the first
+    /// left is looked at, none appended twice (review of issue 39: the shows were appended
+    /// again after its `unrendered` lines).
+    @Test func aRetriedFoldThatMakesFewerLinesAppendsNoneTwice() throws {
+        let rig = try Rig(shows: 0)
+        defer { rig.remove() }
+        let settings = "report-url = http://127.0.0.1:9/pop\nimpression = render\n"
+        try (settings + "render-timeout = 1\n").write(toFile: rig.config, atomically: true, encoding: .utf8)
+        for _ in 0..<3 { #expect(rig.run(["next"]).status == 0) }
+        Thread.sleep(forTimeInterval: 1.3)
+        let cut = rig.run(["prune"], crashAt: "fold.afterLedger")
+        #expect(cut.status != 0, "the crash point was reached: \(cut.stderr)")
+        let first = try rig.checkedLedger("after the cut fold")
+        #expect(first.filter { $0["event"] as? String == "unrendered" }.count == 3, "\(first)")
+        try (settings + "render-timeout = 600\n").write(toFile: rig.config, atomically: true, encoding: .utf8)
+        #expect(rig.run(["prune"]).status == 0)
+        let lines = try rig.checkedLedger("after the retried fold")   // no nonce twice, no gap
+        #expect(lines.count == first.count, "nothing appended twice: \(lines.count) lines, \(first.count) before")
+    }
+
     /// Root folding (a `sudo adcache report`) or exporting in a ledger directory the fetching
     /// user owns leaves every file that user's: its next fold still appends, and it still reads
     /// the device key (review of issue 39: root's files locked the fetcher out for good).

@@ -190,9 +190,16 @@ struct Ledger: Sendable {
     /// Appends `entries` (those whose nonce the ledger's last lines do not hold already),
     /// numbered and chained, in one write and one fdatasync. Then cuts the lines older than
     /// 90 days from the front when the oldest is older than 97 (`now`: the trusted clock).
-    func append(_ entries: [LedgerEntry], now: Double) throws {
+    ///
+    /// `lookBack`: how many more lines a fold cut short may have appended than this one makes
+    /// (its `unrendered` lines depend on its clock and `render-timeout`: at most the shows
+    /// awaiting confirmation then and the records it folded), so that every line it left is
+    /// looked at for a repeated nonce. `wait`: how long to wait for an export's shared lock (a
+    /// fold holds the index lock meanwhile: a second, as a launch waits, then the journal
+    /// waits for the next fold).
+    func append(_ entries: [LedgerEntry], now: Double, lookBack: Int = 0, wait: Double = 1) throws {
         guard !entries.isEmpty else { return }
-        try withLock(exclusive: true) {
+        try withLock(exclusive: true, timeout: wait) {
             let existed = FileIO.exists(path)
             let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o644)
             guard fd >= 0 else {
@@ -208,7 +215,7 @@ struct Ledger: Sendable {
                 throw AdCacheError.io("the ledger \(path) is not a regular file")
             }
             var size = Int64(st.st_size)
-            let tail = try Self.tail(fd: fd, size: size, lines: entries.count + 1, path: path)
+            let tail = try Self.tail(fd: fd, size: size, lines: entries.count + max(0, lookBack) + 1, path: path)
             if tail.end < size {   // a line cut short by a crash: never part of the chain
                 guard ftruncate(fd, off_t(tail.end)) == 0, fdatasync(fd) == 0 else {
                     throw FileIO.writeError("cannot repair the ledger \(path)")

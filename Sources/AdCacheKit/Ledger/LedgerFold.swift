@@ -31,7 +31,9 @@ extension CacheStore {
                         "the ledger \(ledger.path) is not writable by this user; the fetching user's next fold takes them"
                     )
                 }
-                try ledger.append(entries, now: now)
+                // A fold cut short before its queue was saved may have appended more lines than
+                // this one makes (unrendered shows: at most those awaiting then, and the records).
+                try ledger.append(entries, now: now, lookBack: log.awaiting.count + records.count)
             } catch let e as AdCacheError {
                 let n = entries.count
                 warn(
