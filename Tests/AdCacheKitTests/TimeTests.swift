@@ -57,6 +57,39 @@ import Testing
 }
 
 @Suite struct FormatTests {
+    /// The formatter writes its bytes in place: at the ends of the supported range, before
+    /// 1970 and at every millisecond boundary it writes what glibc's gmtime/strftime say.
+    @Test func utcTimesAtTheEdgesAreGmtimes() {
+        func reference(_ whole: Int) -> String {
+            var t = time_t(whole)
+            var tm = tm()
+            gmtime_r(&t, &tm)
+            var buffer = [CChar](repeating: 0, count: 64)
+            strftime(&buffer, 64, "%Y-%m-%dT%H:%M:%S", &tm)
+            let text = String(cString: buffer)
+            // glibc writes years before 1000 unpadded.
+            let year = Int(tm.tm_year) + 1900
+            return year < 1000 ? Format.padded(year, width: 4) + text.drop { $0 != "-" } : text
+        }
+        let edges: [Int] = [
+            -62_167_219_200, Int(Time.supported.upperBound) - 1, -1, 0, 951_782_400, 4_107_542_399,
+            -2_208_988_800, 1_803_859_200, 253_402_300_799,
+        ]
+        var generator = SystemRandomNumberGenerator()
+        let random = (0..<500).map { _ in
+            Int.random(in: -62_167_219_200..<Int(Time.supported.upperBound), using: &generator)
+        }
+        for whole in edges + random {
+            #expect(Time.format(Double(whole)) == reference(whole) + "Z", "\(whole)")
+            #expect(Time.formatMillis(Double(whole) + 0.999_9) == reference(whole) + ".999Z", "\(whole)")
+            #expect(Time.format(Double(whole) + 0.5) == reference(whole) + ".500Z", "\(whole)")
+        }
+        #expect(Time.format(.nan) == "1970-01-01T00:00:00Z")
+        #expect(Time.format(1e300) == reference(Int(Time.supported.upperBound)) + "Z")
+        // The day of room before year 0 (-62,167,219,200 is 0000-01-01T00:00:00Z).
+        #expect(Time.format(-1e300) == "-1-12-31T00:00:00Z")
+    }
+
     @Test func numbersAsPrintfWouldWriteThem() {
         #expect(Format.padded(7, width: 3) == "007")
         #expect(Format.padded(12345, width: 3) == "12345")

@@ -534,9 +534,9 @@ extension Time {
 
     /// RFC 3339 in UTC, always with milliseconds (proof of play: `[TIMESTAMP]`, `at`).
     static func formatMillis(_ t: Double) -> String {
-        let whole = Time.format(clamped(t).rounded(.down))
-        let ms = Int(((clamped(t) - clamped(t).rounded(.down)) * 1000).rounded(.down))
-        return String(whole.dropLast()) + "." + Format.padded(min(ms, 999), width: 3) + "Z"
+        let t = clamped(t)
+        let whole = t.rounded(.down)
+        return utc(whole, millis: min(Int(((t - whole) * 1000).rounded(.down)), 999))
     }
 
     /// A position in an ad as VAST writes it: `HH:MM:SS.mmm` (`[ADPLAYHEAD]`).

@@ -80,9 +80,14 @@ struct JSONWriter {
 
     mutating func string(_ s: String) {
         out.append(UInt8(ascii: "\""))
-        // Most strings (ids, URLs, hashes) need no escape: copy them whole.
-        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            out.append(contentsOf: s.utf8)
+        // Most strings (ids, URLs, hashes) need no escape: copy them whole, checked over their
+        // bytes in place (a fold writes a few per record: 10,000 records, 60,000 strings).
+        let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            for b in bytes where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if copied == true {
             out.append(UInt8(ascii: "\""))
             return
         }

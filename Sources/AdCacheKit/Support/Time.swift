@@ -114,17 +114,52 @@ enum Time {
     /// RFC 3339 in UTC, with milliseconds only when there are some.
     static func format(_ t: Double) -> String {
         let t = clamped(t)
-        let whole = Int(t.rounded(.down))
-        let ms = Int(((t - Double(whole)) * 1000).rounded())
-        var days = whole / 86400
-        var rem = whole % 86400
+        let whole = t.rounded(.down)
+        let ms = Int(((t - whole) * 1000).rounded())
+        return utc(whole, millis: ms > 0 && ms < 1000 ? ms : nil)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.mmm]Z` of a whole second in `supported`, its bytes written in
+    /// place (years 0000-9999; the day before year 0 as `-1-12-31…`): proof of play formats one a record (a fold of 10,000 events
+    /// into the ledger, a report's batch), where string interpolation cost a sixth of the fold.
+    static func utc(_ whole: Double, millis: Int?) -> String {
+        let seconds = Int(whole)
+        var days = seconds / 86400
+        var rem = seconds % 86400
         if rem < 0 { rem += 86400; days -= 1 }
         let (y, m, d) = civilFromDays(days)
-        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        var s =
-            "\(Format.padded(y, width: 4))-\(two(m))-\(two(d))T\(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
-        if ms > 0 && ms < 1000 { s += "." + Format.padded(ms, width: 3) }
-        return s + "Z"
+        guard (0...9999).contains(y) else {   // the day of room below year 0 (`supported`)
+            let time = [rem / 3600, rem / 60 % 60, rem % 60].map { Format.padded($0, width: 2) }.joined(separator: ":")
+            return "\(y)-\(Format.padded(m, width: 2))-\(Format.padded(d, width: 2))T\(time)"
+                + (millis.map { "." + Format.padded($0, width: 3) } ?? "") + "Z"
+        }
+        let count = millis == nil ? 20 : 24
+        return String(unsafeUninitializedCapacity: count) { out in
+            func put(_ v: Int, _ width: Int, at i: Int) {
+                var v = v
+                for k in stride(from: i + width - 1, through: i, by: -1) {
+                    out[k] = UInt8(ascii: "0") &+ UInt8(v % 10)
+                    v /= 10
+                }
+            }
+            put(y, 4, at: 0)
+            out[4] = UInt8(ascii: "-")
+            put(m, 2, at: 5)
+            out[7] = UInt8(ascii: "-")
+            put(d, 2, at: 8)
+            out[10] = UInt8(ascii: "T")
+            put(rem / 3600, 2, at: 11)
+            out[13] = UInt8(ascii: ":")
+            put(rem / 60 % 60, 2, at: 14)
+            out[16] = UInt8(ascii: ":")
+            put(rem % 60, 2, at: 17)
+            if let millis {
+                out[19] = UInt8(ascii: ".")
+                put(millis, 3, at: 20)
+            }
+            out[count - 1] = UInt8(ascii: "Z")
+            return count
+        }
     }
 
     /// RFC 3339 in local time with its offset (`2026-12-02T09:30:00+08:00`), whole seconds.
