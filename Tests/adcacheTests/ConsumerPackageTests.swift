@@ -131,7 +131,7 @@ struct ConsumerPackageTests {
         let undocumented = surface.filter { !$0.documented }.map(\.name)
         print("AdCacheKit: \(surface.count) public symbols, \(undocumented.count) without a doc comment")
         #expect(undocumented.isEmpty, "no doc comment:\n\(undocumented.joined(separator: "\n"))")
-        #expect(surface.count == 428, "the README gives the count (349 declarations, 79 enum cases): update it")
+        #expect(surface.count == 427, "the README gives the count (348 declarations, 79 enum cases): update it")
 
         // The servers: a good feed (and its assets), a slow one, a 404, a forged signature.
         let key = try SignedFeedTests.Publisher("pub", in: dir)

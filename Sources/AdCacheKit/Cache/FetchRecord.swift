@@ -4,7 +4,7 @@
 ///
 /// `{"version": 1, "at": T, "exit": N, "error": "…" | null, "feed": "…",
 ///   "lastSuccess": {"at": T, "feed": "…"} | null}` — times RFC 3339 UTC.
-struct FetchRecord: Equatable, Sendable {
+struct FetchRecord: Sendable {
     static let fileName = "fetch.last"
 
     /// When the last run ended, on the clock it trusted; its exit code (SPEC §5) and, when
@@ -15,11 +15,6 @@ struct FetchRecord: Equatable, Sendable {
     var feed: String
     /// The last run that exited 0: when it ended and its feed.
     var lastSuccess: (at: Double, feed: String)?
-
-    static func == (a: FetchRecord, b: FetchRecord) -> Bool {
-        a.at == b.at && a.exit == b.exit && a.error == b.error && a.feed == b.feed
-            && a.lastSuccess?.at == b.lastSuccess?.at && a.lastSuccess?.feed == b.lastSuccess?.feed
-    }
 
     func encode() -> [UInt8] {
         var w = JSONWriter(indent: 2)

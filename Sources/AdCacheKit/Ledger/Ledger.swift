@@ -224,7 +224,7 @@ struct Ledger: Sendable {
             }
             var seq: Int64 = 0
             var prev = LedgerLine.genesis
-            var present = Set<String>()
+            var present = Set<String>(minimumCapacity: tail.lines.count)
             if let last = tail.lines.last {
                 guard let line = LedgerLine(last) else {
                     throw AdCacheError.io(
@@ -274,11 +274,14 @@ struct Ledger: Sendable {
         lines: [[UInt8]], end: Int64
     ) {
         guard size > 0 else { return ([], 0) }
-        var buffer: [UInt8] = []
         var offset = size
         let chunk: Int64 = 64 << 10
         var newlines = 0
-        // Read backwards until `wanted` whole lines (and the newline before them) are in hand.
+        // Read backwards until `wanted` whole lines (and the newline before them) are in hand,
+        // block by block, joined once at the end (prepending each block to what was read
+        // copied the tail over and over: a fold of 10,000 records at a ledger of 800,000
+        // lines took 364 ms instead of 159).
+        var blocks: [[UInt8]] = []
         while offset > 0 && newlines <= wanted {
             let n = min(chunk, offset)
             offset -= n
@@ -286,8 +289,11 @@ struct Ledger: Sendable {
             let got = block.withUnsafeMutableBytes { pread(fd, $0.baseAddress, Int(n), off_t(offset)) }
             guard got == Int(n) else { throw AdCacheError.io("cannot read the ledger \(path): \(FileIO.errnoText())") }
             newlines += block.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
-            buffer = block + buffer
+            blocks.append(block)
         }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(Int(size - offset))
+        for block in blocks.reversed() { buffer.append(contentsOf: block) }
         guard let lastNewline = buffer.lastIndex(of: 0x0A) else {
             return ([], offset)   // no whole line at all: the file is one torn line
         }

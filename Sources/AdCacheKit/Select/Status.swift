@@ -23,9 +23,6 @@ public struct StatusOptions: Sendable {
     /// `stale` after a day; no download window or budget.
     public init() {}
 
-    /// The range `stale-after` takes.
-    public static let staleAfterRange: ClosedRange<Int64> = 1...31_536_000
-
     func validate() throws {
         guard staleAfter >= 1, staleAfter <= 31_536_000 else {
             throw AdCacheError.invalidRequest("stale-after must be from 1 to 31536000 seconds")
