@@ -14,6 +14,9 @@ ADC=$ROOT/.build/release/adcache
 BS=$ROOT/.build/adcache   # what make release (and the .deb) ships
 W=$(mktemp -d /tmp/adcache-bench.XXXXXX)
 chmod 755 "$W"
+# Every command's ledger (SPEC §14) in the run's own directory, not in the user's
+# ~/.local/share/adcache (where the runs' millions of lines piled up).
+export XDG_DATA_HOME="$W/data"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
 trap cleanup EXIT
